@@ -1,0 +1,1 @@
+"""Prediction engine: sources, predictor, Results, validator."""

@@ -1,0 +1,1 @@
+"""CUDA graphs: prediction runner, training capture, seams and the parity harness."""

@@ -1,0 +1,1 @@
+"""Checkpoint reading/writing and weights resolution (local path, bundled, Hugging Face Hub)."""

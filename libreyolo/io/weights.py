@@ -1,0 +1,53 @@
+"""Resolve a weights name or path (SPEC U-1): local path -> LIBREYOLO_WEIGHTS_DIR -> bundled
+assets -> Hugging Face Hub (cache first, then download). Nothing is fetched at import."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from .. import env
+from ..errors import CheckpointError
+
+logger = logging.getLogger(__name__)
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+
+def hub_download(filename: str, *, repo_id: str, local_files_only: bool) -> str:
+    """Fetch ``filename`` from the Hub repository (or only look in the local cache)."""
+    from huggingface_hub import hf_hub_download
+
+    return hf_hub_download(repo_id=repo_id, filename=filename, local_files_only=local_files_only)
+
+
+def find_weights(name: str) -> Path:
+    """Locate the file for ``name``; raise :class:`CheckpointError` saying what was tried."""
+    tried: list[str] = []
+    p = Path(name).expanduser()
+    if p.is_file():
+        return p
+    tried.append(f"local path {str(p)!r} (not found)")
+    base = p.name
+    extra = env.get("LIBREYOLO_WEIGHTS_DIR")
+    if extra:
+        cand = Path(extra).expanduser() / base
+        if cand.is_file():
+            return cand
+        tried.append(f"LIBREYOLO_WEIGHTS_DIR {str(cand)!r} (not found)")
+    cand = ASSETS / base
+    if cand.is_file():
+        return cand
+    tried.append(f"bundled weights {base!r} (not shipped)")
+    repo = env.get("LIBREYOLO_HUB_REPO") or ""
+    for local_only in (True, False):
+        try:
+            return Path(hub_download(base, repo_id=repo, local_files_only=local_only))
+        except Exception as e:  # noqa: BLE001 - every Hub failure mode becomes one clear error
+            where = "Hub cache" if local_only else "Hub download"
+            tried.append(f"{where} {repo}/{base} ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})")
+    raise CheckpointError(
+        f"could not find weights {name!r}. Tried: " + "; ".join(tried)
+        + f". To build an untrained model instead use LibreYOLO({base!r}, pretrained=False)"
+        " (CLI: pretrained=false)."
+    )

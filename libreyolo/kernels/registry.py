@@ -1,0 +1,312 @@
+"""The run-time kernel registry (SPEC K-1..K-4, K-7, K-11).
+
+An *op slot* is a name such as ``"fake_quant_fp8"`` or ``"ms_deform_attn"``. Each slot may have
+a portable *reference* implementation (defined in ``libreyolo/quant`` or ``libreyolo/layers``)
+and any number of registered implementations. :func:`resolve` returns the newest registered
+implementation whose predicate holds for the call's arguments, else the reference (or ``None``
+for slots without one: GEMM and attention callers keep their own portable path, K-6).
+
+Predicates receive the same positional and keyword arguments as the implementation. Called
+with no arguments (``resolve(op)``, :func:`active`), a predicate answers whether the
+implementation can run on this machine at all. A predicate that raises is warned about once and
+treated as "does not apply" (K-3).
+
+Resolutions are memoised on the op, a signature of the arguments (device type, dtype and
+``requires_grad`` of tensors; other values by type) and the tracing/compiling/exporting/capture
+state, until :func:`clear_cache` or any registry change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import env
+from ..errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+Predicate = Callable[..., bool]
+
+REFERENCE_VALUES = frozenset({"off", "reference", "skip"})
+
+
+@dataclass
+class _Impl:
+    name: str
+    fn: Callable[..., Any]
+    predicate: Predicate | None
+
+
+@dataclass
+class _Slot:
+    reference: Callable[..., Any] | None = None
+    reference_name: str = "reference"
+    impls: list[_Impl] = field(default_factory=list)  # newest first
+
+
+_lock = threading.RLock()
+_slots: dict[str, _Slot] = {}
+_providers: dict[str, list[str]] = {}  # op -> provider modules imported on first use
+_imported_providers: set[str] = set()
+_cache: dict[tuple, Callable[..., Any] | None] = {}
+_warned: set[tuple[str, str]] = set()
+_disabled: set[tuple[str, str]] = set()  # (op, name) implementations that failed at run time
+_out_of_tree_done = False
+OUT_OF_TREE_PACKAGE = "libreyolo_kernels"
+
+
+def define_slot(
+    op: str,
+    *,
+    reference: Callable[..., Any] | None = None,
+    reference_name: str = "reference",
+    providers: tuple[str, ...] = (),
+) -> None:
+    """Declare an op slot, its reference implementation and the modules that register its
+    accelerated implementations (imported lazily, never under ``LIBREYOLO_KERNELS=off``)."""
+    with _lock:
+        slot = _slots.setdefault(op, _Slot())
+        if reference is not None:
+            slot.reference = reference
+            slot.reference_name = reference_name
+        known = _providers.setdefault(op, [])
+        known.extend(p for p in providers if p not in known)
+        _cache.clear()
+
+
+def override() -> str | None:
+    """The effective override: ``LIBREYOLO_KERNELS``, else ``LIBREYOLO_QUANT_KERNELS`` (K-4)."""
+    value = env.get("LIBREYOLO_KERNELS")
+    if value is None:
+        value = env.get("LIBREYOLO_QUANT_KERNELS")
+    return value.strip().lower() if value else None
+
+
+def reference_only() -> bool:
+    return override() in REFERENCE_VALUES
+
+
+def register(
+    op: str, impl: Callable[..., Any], *, name: str, predicate: Predicate | None = None
+) -> None:
+    """Register ``impl`` for ``op`` under ``name``; it is tried before older registrations.
+
+    Example:
+        >>> import libreyolo.kernels as kernels
+        >>> kernels.register("my_op", lambda x: x, name="mine")
+        >>> kernels.unregister("my_op", "mine")
+    """
+    if not isinstance(op, str) or not op:
+        raise ConfigError(f"kernel op must be a non-empty string, got {op!r}")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"register({op!r}, ...) needs a non-empty name=, got {name!r}")
+    if not callable(impl):
+        raise ConfigError(f"register({op!r}, name={name!r}): impl {impl!r} is not callable")
+    if predicate is not None and not callable(predicate):
+        raise ConfigError(f"register({op!r}, name={name!r}): predicate is not callable")
+    with _lock:
+        slot = _slots.setdefault(op, _Slot())
+        slot.impls = [i for i in slot.impls if i.name != name]
+        slot.impls.insert(0, _Impl(name, impl, predicate))
+        _disabled.discard((op, name))
+        _cache.clear()
+    logger.debug("kernel %s: registered %s", op, name)
+
+
+def unregister(op: str, name: str) -> None:
+    """Remove the implementation ``name`` of ``op``; unknown op or name raises ``ConfigError``."""
+    with _lock:
+        slot = _slots.get(op)
+        if slot is None:
+            raise ConfigError(f"unregister: unknown kernel op {op!r}; known: {sorted(_slots)}")
+        names = [i.name for i in slot.impls]
+        if name not in names:
+            raise ConfigError(f"unregister: op {op!r} has no implementation {name!r}; has {names}")
+        slot.impls = [i for i in slot.impls if i.name != name]
+        _cache.clear()
+
+
+def clear_cache() -> None:
+    """Drop memoised resolutions (they are also dropped on every registry change)."""
+    with _lock:
+        _cache.clear()
+
+
+def ops() -> list[str]:
+    _load_providers_all()
+    return sorted(_slots)
+
+
+def implementations(op: str) -> list[str]:
+    """Names registered for ``op``, newest first."""
+    _load_providers(op)
+    slot = _slots.get(op)
+    return [i.name for i in slot.impls] if slot else []
+
+
+def _context_key() -> tuple[bool, ...]:
+    from .context import execution_context
+
+    return execution_context()
+
+
+def _arg_key(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return ("T", value.device.type, value.dtype, value.requires_grad)
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_arg_key(v) for v in value))
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return (type(value).__name__,)
+    return (type(value).__name__,)
+
+
+def _signature(args: tuple, kwargs: dict) -> tuple:
+    return (
+        tuple(_arg_key(a) for a in args),
+        tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())),
+    )
+
+
+def _load_out_of_tree() -> None:
+    global _out_of_tree_done
+    if _out_of_tree_done:
+        return
+    _out_of_tree_done = True
+    try:
+        importlib.import_module(OUT_OF_TREE_PACKAGE)
+        logger.debug("kernels: imported out-of-tree package %s", OUT_OF_TREE_PACKAGE)
+    except ModuleNotFoundError as e:
+        if e.name != OUT_OF_TREE_PACKAGE:
+            _warn_once(("<import>", OUT_OF_TREE_PACKAGE), f"{OUT_OF_TREE_PACKAGE} failed to import: {e}")
+    except Exception as e:  # noqa: BLE001 - a broken third-party package must not break us (K-3)
+        _warn_once(("<import>", OUT_OF_TREE_PACKAGE), f"{OUT_OF_TREE_PACKAGE} failed to import: {e!r}")
+
+
+def _load_providers(op: str) -> None:
+    if reference_only():
+        return
+    for module in list(_providers.get(op, ())):
+        if module in _imported_providers:
+            continue
+        _imported_providers.add(module)
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # noqa: BLE001 - an optional provider is a fallback, never an error
+            logger.debug("kernel provider %s not available: %r", module, e)
+    _load_out_of_tree()
+
+
+def _load_providers_all() -> None:
+    for op in list(_providers):
+        _load_providers(op)
+
+
+def _warn_once(key: tuple[str, str], message: str) -> None:
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    logger.warning(message)
+
+
+def _holds(op: str, impl: _Impl, args: tuple, kwargs: dict) -> bool:
+    if impl.predicate is None:
+        return True
+    try:
+        return bool(impl.predicate(*args, **kwargs))
+    except Exception as e:  # noqa: BLE001 - K-3: a raising predicate is "does not apply"
+        _warn_once(
+            (op, impl.name),
+            f"kernel {op!r}: predicate of implementation {impl.name!r} raised {e!r}; "
+            "using the next implementation instead",
+        )
+        return False
+
+
+def _choose(op: str, args: tuple, kwargs: dict) -> tuple[str, Callable[..., Any] | None]:
+    slot = _slots.get(op)
+    if slot is None:
+        return "unavailable", None
+    ov = override()
+    if ov not in REFERENCE_VALUES:
+        for impl in slot.impls:
+            if (op, impl.name) in _disabled:
+                continue
+            if ov is not None and impl.name.lower() != ov:
+                continue
+            if _holds(op, impl, args, kwargs):
+                return impl.name, impl.fn
+    if slot.reference is not None:
+        return slot.reference_name, slot.reference
+    return "unavailable", None
+
+
+def resolve(op: str, *args: Any, **kwargs: Any) -> Callable[..., Any] | None:
+    """The callable that will run ``op`` for these arguments, or ``None`` when nothing applies
+    and the slot has no reference.
+
+    Example:
+        >>> import libreyolo.kernels as kernels
+        >>> fn = kernels.resolve("fake_quant_fp8")
+    """
+    _load_providers(op)
+    key = (op, _signature(args, kwargs), _context_key(), override())
+    with _lock:
+        if key in _cache:
+            return _cache[key]
+        name, fn = _choose(op, args, kwargs)
+        _cache[key] = fn
+    logger.debug("kernel %s -> %s", op, name)
+    return fn
+
+
+def resolve_name(op: str, *args: Any, **kwargs: Any) -> str:
+    """Name of the implementation :func:`resolve` would pick (``"unavailable"`` if none)."""
+    _load_providers(op)
+    with _lock:
+        return _choose(op, args, kwargs)[0]
+
+
+def active() -> dict[str, str]:
+    """``{slot: chosen implementation name or "unavailable"}`` for this machine."""
+    _load_providers_all()
+    with _lock:
+        return {op: _choose(op, (), {})[0] for op in sorted(_slots)}
+
+
+def disable(op: str, name: str, reason: str) -> None:
+    """Disable an implementation for the rest of the process with one warning (K-7)."""
+    with _lock:
+        _disabled.add((op, name))
+        _cache.clear()
+    _warn_once(
+        (op, name + ":disabled"),
+        f"kernel {op!r}: implementation {name!r} disabled for this process ({reason}); "
+        "falling back to the next implementation",
+    )
+
+
+def dispatch(op: str, *args: Any, **kwargs: Any) -> Any:
+    """Resolve and run ``op``. If a registered implementation raises, it is disabled for the
+    process with one warning and the call is retried on the next choice (K-7)."""
+    while True:
+        _load_providers(op)
+        with _lock:
+            name, fn = _choose(op, args, kwargs)
+        if fn is None:
+            raise ConfigError(f"kernel op {op!r} has no implementation that applies here")
+        slot = _slots[op]
+        if fn is slot.reference and name == slot.reference_name:
+            return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - K-7: a failing kernel falls back, once
+            disable(op, name, f"raised {e!r}")

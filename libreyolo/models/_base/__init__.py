@@ -1,0 +1,3 @@
+from .family import Family
+
+__all__ = ["Family"]

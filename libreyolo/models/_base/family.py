@@ -1,0 +1,338 @@
+"""The Family base class: capability ClassVars plus the predict/train/val glue.
+
+A family subclass supplies the network (:meth:`Family.build_net`), turns raw head outputs into
+detections (:meth:`Family.postprocess`) and, for training, a criterion (:meth:`Family.build_criterion`).
+Everything else (sources, preprocessing, CUDA graphs, Results, trainer, validator, export) is
+shared and asks the class for capabilities instead of naming families (DESIGN convention 1).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import torch
+from torch import Tensor, nn
+
+from ...errors import ConfigError
+from ...graphs.seam import Stage
+
+if TYPE_CHECKING:
+    from ...engine.results import Results
+
+logger = logging.getLogger(__name__)
+
+CudaGraphPolicy = Literal[False, True, "auto"]
+
+
+class Family:
+    """One model architecture with its sizes and tasks.
+
+    Capability ClassVars are conservative by default; a ``True`` must be backed by a row of a
+    committed parity matrix (``docs/cuda-graph-parity.json``, ``docs/cuda-graph-training-parity.json``),
+    which a CPU test checks.
+    """
+
+    FAMILY: ClassVar[str] = ""
+    NAME_TOKEN: ClassVar[str] = ""  # weights-name token: Libre<TOKEN><size>.pt
+    TASKS: ClassVar[tuple[str, ...]] = ("detect",)
+    SIZES: ClassVar[tuple[str, ...]] = ()
+    DEFAULT_IMGSZ: ClassVar[int] = 640
+    STRIDE: ClassVar[int] = 32
+    LOSS_NAMES: ClassVar[tuple[str, ...]] = ()
+
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
+    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded for this family"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
+    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded for this family"
+
+    def __init__(
+        self,
+        *,
+        size: str,
+        task: str = "detect",
+        nc: int = 80,
+        names: dict[int, str] | list[str] | None = None,
+        imgsz: int | None = None,
+    ) -> None:
+        if size not in self.SIZES:
+            raise ConfigError(
+                f"{self.FAMILY} has no size {size!r}; sizes: {', '.join(self.SIZES)}"
+            )
+        if task not in self.TASKS:
+            raise ConfigError(f"{self.FAMILY} does not support task {task!r}; tasks: {', '.join(self.TASKS)}")
+        if not isinstance(nc, int) or nc < 1:
+            raise ConfigError(f"nc must be a positive int, got {nc!r}")
+        self.size = size
+        self.task = task
+        self.nc = nc
+        self.names = _normalise_names(names, nc)
+        self.imgsz = int(imgsz or self.DEFAULT_IMGSZ)
+        self.net: nn.Module = self.build_net(size=size, nc=nc, task=task)
+        self.net.eval()
+        self.fused = False
+        self.ckpt_path: str | None = None
+        self.train_args: dict[str, Any] = {}
+        self._graphs: Any = None  # graphs.runner.PredictGraphs, created on first use
+        self.quant: Any = None  # quantization state (libreyolo.quant), if any
+
+    # ------------------------------------------------------------------ family hooks
+    @classmethod
+    def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
+        """Build the network: Tensor[B, 3, H, W] float in [0, 1] -> raw head outputs."""
+        raise NotImplementedError
+
+    def postprocess(
+        self, raw: Any, *, conf: float, iou: float, classes: list[int] | None, max_det: int, agnostic: bool
+    ) -> list[Tensor]:
+        """Raw head outputs -> per image (Tensor[n, 6]): x1, y1, x2, y2, conf, cls in input pixels."""
+        raise NotImplementedError
+
+    def build_criterion(self) -> Any:
+        """The training loss: ``criterion(raw, batch) -> (loss, loss_items)``."""
+        raise NotImplementedError(f"{self.FAMILY} has no training criterion")
+
+    def forward_stages(self) -> list[Stage]:
+        """The forward as a chain of stages (SPEC G-9). Default: one capturable stage."""
+        return [Stage(name="net", fn=self.net, capturable=True)]
+
+    # ------------------------------------------------------------------ device / state
+    @property
+    def device(self) -> torch.device:
+        p = next(self.net.parameters(), None)
+        return p.device if p is not None else torch.device("cpu")
+
+    @property
+    def stride(self) -> int:
+        return self.STRIDE
+
+    def to(self, device: str | torch.device) -> Family:
+        """Move the model. Moving relocates parameters, so captured graphs are dropped (G-8)."""
+        device = select_device(device)
+        if device != self.device:
+            self.invalidate_graphs(f"model moved from {self.device} to {device}")
+            self.net.to(device)
+        return self
+
+    def fuse(self) -> Family:
+        """Fold BatchNorm into convolutions and merge re-parameterisable branches for inference.
+
+        Parameters are replaced, so captured graphs are dropped. A fused model cannot train.
+        """
+        if not self.fused:
+            fuse = getattr(self.net, "fuse", None)
+            if fuse is not None:
+                self.invalidate_graphs("model fused (parameters replaced)")
+                fuse()
+            self.fused = True
+        return self
+
+    def invalidate_graphs(self, reason: str) -> None:
+        if self._graphs is not None:
+            self._graphs.invalidate(reason)
+
+    def load_weights(self, state_dict: dict[str, Tensor], *, strict: bool = True) -> None:
+        """Copy weights into the existing parameters (addresses kept, graphs stay valid)."""
+        from ...io.checkpoint import load_state_into
+
+        load_state_into(self, state_dict, strict=strict)
+
+    def save(self, path: str | Path, **extra: Any) -> Path:
+        """Write a checkpoint (weights + metadata), atomically."""
+        from ...io.checkpoint import save_model
+
+        return save_model(self, Path(path), extra=extra)
+
+    def info(self) -> dict[str, Any]:
+        n = sum(p.numel() for p in self.net.parameters())
+        return {"family": self.FAMILY, "size": self.size, "task": self.task, "nc": self.nc,
+                "params": n, "imgsz": self.imgsz, "fused": self.fused}
+
+    def __repr__(self) -> str:
+        i = self.info()
+        return f"{type(self).__name__}(size={i['size']!r}, task={i['task']!r}, nc={i['nc']}, params={i['params']:,})"
+
+    # ------------------------------------------------------------------ network step
+    def forward(self, x: Tensor, *, cuda_graph: CudaGraphPolicy = False, amp_dtype: torch.dtype | None = None) -> Any:
+        """Run the network on a preprocessed batch (Tensor[B, 3, H, W] float in [0, 1]).
+
+        With ``cuda_graph`` True/"auto" the capturable stages replay from CUDA graphs.
+        """
+        from ...graphs.runner import check_policy
+
+        policy = check_policy(cuda_graph)
+        if policy is False:
+            return self.eager_forward(x, amp_dtype=amp_dtype)
+        return self.graphs.run(x, policy=policy, amp_dtype=amp_dtype)
+
+    def eager_forward(self, x: Tensor, *, amp_dtype: torch.dtype | None = None) -> Any:
+        from ...graphs.seam import run_eager
+
+        with torch.inference_mode(), _autocast(x.device, amp_dtype):
+            return run_eager(self.forward_stages(), x)
+
+    # ------------------------------------------------------------------ CUDA graphs (G-3)
+    @property
+    def graphs(self) -> Any:
+        if self._graphs is None:
+            from ...graphs.runner import PredictGraphs
+
+            self._graphs = PredictGraphs(self)
+        return self._graphs
+
+    def capture_graph(
+        self, imgsz: int | tuple[int, int] | None = None, batch: int = 1, dtype: torch.dtype | None = None
+    ) -> dict[str, Any]:
+        """Capture the graph for one input shape ahead of the first request.
+
+        Example:
+            >>> model = LibreYOLO("LibreYOLO9t.pt").to("cuda")  # doctest: +SKIP
+            >>> model.capture_graph(imgsz=640, batch=1, dtype=torch.float16)  # doctest: +SKIP
+        """
+        from ...ops.letterbox import check_imgsz
+
+        hw = check_imgsz(imgsz if imgsz is not None else self.imgsz, stride=self.stride)
+        if not isinstance(batch, int) or batch < 1:
+            raise ConfigError(f"batch must be a positive int, got {batch!r}")
+        return self.graphs.capture((batch, 3, *hw), amp_dtype=dtype)
+
+    def graph_info(self) -> dict[str, Any]:
+        """Captured graphs (shape, dtype, device, replays, capture ms) and eager-fallback reasons."""
+        return self.graphs.info()
+
+    def release_graphs(self) -> None:
+        """Free every captured graph and its memory pool."""
+        if self._graphs is not None:
+            self._graphs.release()
+
+    # ------------------------------------------------------------------ user API
+    def predict(
+        self,
+        source: Any = None,
+        *,
+        conf: float = 0.25,
+        iou: float = 0.7,
+        imgsz: int | tuple[int, int] | None = None,
+        classes: list[int] | None = None,
+        max_det: int = 300,
+        device: str | torch.device | None = None,
+        batch: int = 1,
+        save: bool = False,
+        save_dir: str | Path | None = None,
+        stream: bool = False,
+        cuda_graph: CudaGraphPolicy = False,
+        half: bool = False,
+        agnostic_nms: bool = False,
+        bgr: bool = False,
+    ) -> list[Results] | Iterator[Results]:
+        """Detect objects in ``source`` (path, folder, glob, list, PIL, numpy, tensor, video).
+
+        Example:
+            >>> from libreyolo import LibreYOLO, SAMPLE_IMAGE
+            >>> results = LibreYOLO("LibreYOLO9t.pt")(SAMPLE_IMAGE, conf=0.25)
+            >>> results[0].boxes.xyxy.shape[-1]
+            4
+        """
+        from ...engine.predictor import PredictOptions, predict
+
+        opts = PredictOptions.build(
+            model=self, conf=conf, iou=iou, imgsz=imgsz, classes=classes, max_det=max_det,
+            device=device, batch=batch, save=save, save_dir=save_dir, cuda_graph=cuda_graph,
+            half=half, agnostic_nms=agnostic_nms, bgr=bgr,
+        )
+        gen = predict(self, source, opts)
+        return gen if stream else list(gen)
+
+    __call__ = predict
+
+    def train(self, **overrides: Any) -> Any:
+        """Train on a YOLO-format dataset; keys as in :class:`libreyolo.training.config.TrainConfig`.
+
+        Example:
+            >>> model = LibreYOLO("LibreYOLO9t.pt")  # doctest: +SKIP
+            >>> model.train(data="shapes", epochs=1, imgsz=320)  # doctest: +SKIP
+        """
+        from ...training.trainer import train
+
+        return train(self, overrides)
+
+    def val(self, **overrides: Any) -> dict[str, float]:
+        """Validate on a dataset; returns COCO-style metrics (mAP50-95, mAP50, precision, recall)."""
+        from ...engine.validator import validate
+
+        return validate(self, overrides)
+
+    def export(self, **overrides: Any) -> Path:
+        """Export the network (e.g. ``format="onnx"``); the exported graph holds portable math."""
+        from ...export import export
+
+        return export(self, overrides)
+
+    # quantization (libreyolo/quant) ---------------------------------------------
+    def quantize(self, **overrides: Any) -> Family:
+        """Quantize (fp8 or int8 recipes); drops captured graphs (G-8)."""
+        from ...quant.model import quantize_model
+
+        self.invalidate_graphs("model quantized")
+        quantize_model(self, overrides)
+        return self
+
+    def dequantize(self) -> Family:
+        from ...quant.model import dequantize_model
+
+        self.invalidate_graphs("model dequantized")
+        dequantize_model(self)
+        return self
+
+    def quant_info(self) -> dict[str, Any]:
+        from ...quant.model import quant_info
+
+        return quant_info(self)
+
+
+def _normalise_names(names: dict[int, str] | list[str] | None, nc: int) -> dict[int, str]:
+    if names is None:
+        return {i: f"class{i}" for i in range(nc)}
+    if isinstance(names, (list, tuple)):
+        names = dict(enumerate(names))
+    if not isinstance(names, dict):
+        raise ConfigError(f"names must be a list or dict, got {type(names).__name__}")
+    names = {int(k): str(v) for k, v in names.items()}
+    if sorted(names) != list(range(nc)):
+        raise ConfigError(f"names must cover class ids 0..{nc - 1}, got {len(names)} entries")
+    return names
+
+
+def select_device(device: str | int | torch.device | None) -> torch.device:
+    """Parse a device argument: None/'' (CUDA if present, else CPU), 'cpu', 'cuda', 0, '0', 'cuda:1'."""
+    if device is None or device == "":
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    if isinstance(device, torch.device):
+        d = device
+    elif isinstance(device, int) or (isinstance(device, str) and device.isdigit()):
+        d = torch.device(f"cuda:{int(device)}")
+    elif isinstance(device, str):
+        try:
+            d = torch.device(device)
+        except RuntimeError as e:
+            raise ConfigError(f"invalid device {device!r}: {e}") from e
+    else:
+        raise ConfigError(f"invalid device {device!r}")
+    if d.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {device!r} asks for CUDA, but torch sees no CUDA GPU; use device='cpu'")
+        if d.index is None:
+            d = torch.device("cuda", torch.cuda.current_device())
+        if d.index >= torch.cuda.device_count():
+            raise ConfigError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) present")
+    return d
+
+
+def _autocast(device: torch.device, dtype: torch.dtype | None) -> Any:
+    import contextlib
+
+    if dtype is None or dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=False)

@@ -1,0 +1,59 @@
+"""``LibreYOLO(name_or_path)``: the one entry point that turns a name or file into a model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...errors import CheckpointError, ConfigError
+from .family import Family
+
+
+def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
+    model: str | Path = "LibreYOLO9t.pt",
+    *,
+    pretrained: bool = True,
+    nc: int | None = None,
+    names: dict[int, str] | list[str] | None = None,
+    device: str | None = None,
+) -> Any:
+    """Build a model from a weights name or file (SPEC U-1).
+
+    Order: an existing local path, ``LIBREYOLO_WEIGHTS_DIR``, weights bundled with the package,
+    then the Hugging Face Hub cache / download. ``pretrained=False`` builds an untrained model of
+    the family and size the name describes (``nc``/``names`` set its classes).
+
+    Example:
+        >>> from libreyolo import LibreYOLO
+        >>> model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=3)
+        >>> model.FAMILY, model.size, model.nc
+        ('yolo9', 't', 3)
+    """
+    from ...io.checkpoint import model_from_checkpoint, read_checkpoint
+    from ...io.weights import find_weights
+    from ...registry import get_family, parse_weights_name
+
+    if not isinstance(model, (str, Path)):
+        raise ConfigError(f"LibreYOLO() takes a weights name or path, got {type(model).__name__}")
+    name = str(model)
+    if name.endswith(".onnx"):
+        from ...export.onnx_backend import OnnxModel
+
+        return OnnxModel(name, device=device)
+    if not pretrained:
+        parsed = parse_weights_name(name)
+        cls = get_family(parsed.family)
+        n = nc if nc is not None else (len(names) if names is not None else 80)
+        m: Family = cls(size=parsed.size, task=parsed.task, nc=n, names=names)
+    else:
+        path = find_weights(name)
+        obj = read_checkpoint(path)
+        m = model_from_checkpoint(obj, str(path))
+        if nc is not None and nc != m.nc:
+            raise CheckpointError(
+                f"{name!r} was trained with nc={m.nc}; to train on {nc} classes load it as is and pass "
+                "your dataset to train() (the head is rebuilt), or use pretrained=False"
+            )
+    if device is not None:
+        m.to(device)
+    return m

@@ -1,0 +1,37 @@
+"""YOLOv9 (GELAN) detection family: sizes t, s, m, c."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from .._base.family import Family
+
+
+class YOLO9(Family):
+    FAMILY: ClassVar[str] = "yolo9"
+    NAME_TOKEN: ClassVar[str] = "YOLO9"
+    TASKS: ClassVar[tuple[str, ...]] = ("detect",)
+    SIZES: ClassVar[tuple[str, ...]] = ("t", "s", "m", "c")
+    DEFAULT_IMGSZ: ClassVar[int] = 640
+    STRIDE: ClassVar[int] = 32
+    LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "cls", "dfl")
+
+    @classmethod
+    def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
+        from .nn import build_yolo9
+
+        return build_yolo9(size=size, nc=nc)
+
+    def postprocess(self, raw: Any, *, conf: float, iou: float, classes: list[int] | None,
+                    max_det: int, agnostic: bool) -> list[Tensor]:
+        from .postprocess import postprocess
+
+        return postprocess(raw, net=self.net, conf=conf, iou=iou, classes=classes, max_det=max_det,
+                           agnostic=agnostic)
+
+    def build_criterion(self) -> Any:
+        from .loss import YOLO9Loss
+
+        return YOLO9Loss(self.net)

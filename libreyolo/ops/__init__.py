@@ -1,0 +1,1 @@
+"""Model-free tensor ops: box conversions, IoU, NMS, letterbox."""
