@@ -1,0 +1,15 @@
+"""Shared test configuration: ``@pytest.mark.cuda`` tests skip cleanly where CUDA is absent."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none present)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
