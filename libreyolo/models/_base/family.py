@@ -42,6 +42,8 @@ class Family:
     DEFAULT_IMGSZ: ClassVar[int] = 640
     STRIDE: ClassVar[int] = 32
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ()
+    OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ()  # names of the raw outputs in exported graphs
+    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ()  # subset of ("batch", "height", "width")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
     CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded for this family"

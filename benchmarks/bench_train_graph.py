@@ -1,0 +1,159 @@
+"""Training-step speed with and without CUDA-graph capture (SPEC T-*, issue 5 benchmark).
+
+One process per arm (eager / graph x batch x precision), one real batch from the built-in shapes
+dataset replayed every step (the data loader is out of the measurement), full training step:
+zero_grad, forward, loss + assignment, scaled backward, unscale, gradient clipping, SGD step,
+scaler update, EMA update. Reported: fastest and median of 24 steps after warm-up (synchronised
+clock), the network share of an eager step (forward+backward alone over the full step), and peak
+memory per arm.
+
+Usage (GPU): PYTHONPATH=. python benchmarks/bench_train_graph.py --out $OUT [--model LibreYOLO9t.pt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import md_table, stamp, write_json  # noqa: E402
+
+STEPS, WARMUP = 24, 10
+
+
+def real_batch(batch: int, imgsz: int, device: torch.device) -> dict[str, Any]:
+    from libreyolo.data.config import load_data_config
+    from libreyolo.data.dataset import DetectionDataset, collate_detection
+    from libreyolo.data.shapes import ensure_shapes_dataset
+
+    yaml_path = ensure_shapes_dataset(n_train=max(64, batch), n_val=8, imgsz=imgsz, seed=0)
+    cfg = load_data_config(str(yaml_path))
+    ds = DetectionDataset(cfg.train[: max(64, batch)], imgsz=imgsz, augment=True, nc=cfg.nc)
+    b = collate_detection([ds[i] for i in range(batch)])
+    out = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in b.items()}
+    out["img"] = out["img"].float() / 255
+    return out
+
+
+def arm(name: str, *, graph: bool, batch: int, imgsz: int, amp: bool) -> dict[str, Any]:
+    from libreyolo import LibreYOLO
+    from libreyolo.graphs.training import TrainGraphs
+
+    device = torch.device("cuda", 0)
+    torch.manual_seed(0)
+    model = LibreYOLO(name, pretrained=False, nc=6)
+    net = model.net.to(device).train()
+    crit = model.build_criterion()
+    data = real_batch(batch, imgsz, device)
+    amp_dtype = torch.float16 if amp else None
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.937, nesterov=True, weight_decay=5e-4)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    ema = [p.detach().clone() for p in net.parameters()]
+    graphs = TrainGraphs(net, requested=graph, amp_dtype=amp_dtype, reason=None)
+
+    def step() -> None:
+        graphs.zero_grad(opt)
+        preds = graphs.forward(data["img"])
+        loss, _ = crit(preds, data)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+        scaler.step(opt)
+        scaler.update()
+        with torch.no_grad():
+            torch._foreach_lerp_(ema, [p.detach() for p in net.parameters()], 1 - 0.9999)
+
+    for _ in range(WARMUP):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(STEPS):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    peak = torch.cuda.max_memory_allocated() / 2**20
+    res = {"graph": graph, "batch": batch, "imgsz": imgsz, "amp": amp, "fastest_ms": min(times),
+           "median_ms": statistics.median(times), "peak_mib": peak, "capture": graphs.info()}
+    if not graph:  # network share: forward + backward alone, eager
+        outs_times = []
+        for _ in range(STEPS):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            with torch.autocast("cuda", dtype=amp_dtype or torch.float32, enabled=amp):
+                preds = net(data["img"])
+            torch.autograd.backward(preds, [torch.ones_like(p) for p in preds])
+            torch.cuda.synchronize()
+            outs_times.append((time.perf_counter() - t0) * 1e3)
+        res["network_fwd_bwd_fastest_ms"] = min(outs_times)
+        res["network_share"] = min(outs_times) / min(times)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--model", default="LibreYOLO9t.pt")
+    ap.add_argument("--batches", default="8,16")
+    ap.add_argument("--imgsz", type=int, default=640)
+    ap.add_argument("--commit", default=None)
+    ap.add_argument("--arm", default=None, help=argparse.SUPPRESS)  # child process: one arm as JSON
+    args = ap.parse_args()
+    if args.arm:
+        spec = json.loads(args.arm)
+        print("RESULT " + json.dumps(arm(args.model, **spec)), flush=True)
+        return
+    rows = []
+    for batch in [int(b) for b in args.batches.split(",")]:
+        for amp in (True, False):
+            pair = {}
+            for graph in (False, True):
+                spec = json.dumps({"graph": graph, "batch": batch, "imgsz": args.imgsz, "amp": amp})
+                p = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--model", args.model,
+                                    "--arm", spec], capture_output=True, text=True, timeout=600)
+                line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+                if p.returncode != 0 or not line:
+                    pair[graph] = {"error": (p.stderr or p.stdout)[-1500:]}
+                    print(f"arm {spec} failed:\n{p.stderr[-1500:]}", flush=True)
+                    continue
+                pair[graph] = json.loads(line[0][7:])
+            e, g = pair.get(False, {}), pair.get(True, {})
+            row = {"model": args.model, "batch": batch, "amp": amp, "imgsz": args.imgsz,
+                   "eager_fastest_ms": e.get("fastest_ms"), "graph_fastest_ms": g.get("fastest_ms"),
+                   "eager_median_ms": e.get("median_ms"), "graph_median_ms": g.get("median_ms"),
+                   "network_share": e.get("network_share"), "eager_peak_mib": e.get("peak_mib"),
+                   "graph_peak_mib": g.get("peak_mib"), "graph_capture": g.get("capture"),
+                   "errors": {k: v["error"] for k, v in (("eager", e), ("graph", g)) if "error" in v}}
+            if e.get("fastest_ms") and g.get("fastest_ms"):
+                row["speedup_fastest"] = e["fastest_ms"] / g["fastest_ms"]
+                row["speedup_median"] = e["median_ms"] / g["median_ms"]
+                row["peak_ratio"] = g["peak_mib"] / e["peak_mib"]
+            rows.append(row)
+            print({k: row.get(k) for k in ("batch", "amp", "eager_fastest_ms", "graph_fastest_ms", "speedup_fastest", "network_share", "peak_ratio")}, flush=True)
+    result = {"environment": stamp(args.commit), "steps": STEPS, "warmup": WARMUP, "rows": rows}
+    write_json(args.out / "bench_train_graph.json", result)
+    fmt = []
+    for r in rows:
+        fmt.append({k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in r.items() if k not in ("graph_capture", "errors")})
+    env = result["environment"]
+    md = (f"# Training step: eager vs CUDA graph\n\n{env['gpu']} · torch {env['torch']} · {env['date']} · commit {env['commit']}\n\n"
+          "Fastest and median of 24 full training steps after 10 warm-up steps, one process per arm, one real batch replayed.\n\n"
+          + md_table(fmt, ["model", "batch", "amp", "imgsz", "eager_fastest_ms", "graph_fastest_ms", "speedup_fastest",
+                           "eager_median_ms", "graph_median_ms", "speedup_median", "network_share", "eager_peak_mib",
+                           "graph_peak_mib", "peak_ratio"]) + "\n")
+    (args.out / "bench_train_graph.md").write_text(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

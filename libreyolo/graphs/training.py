@@ -1,0 +1,243 @@
+"""CUDA-graph capture of the training forward + backward (SPEC T-1..T-7).
+
+Only the network's forward and backward are captured (through
+``torch.cuda.make_graphed_callables``); the loss and target assignment, optimizer step,
+gradient clipping, EMA, LR schedule, gradient accumulation and GradScaler stay eager (T-2).
+
+Rules this module enforces:
+
+* ``cuda_graph=True`` is always safe to pass (T-1). A family without training capture, a CPU
+  device or a distributed run writes one log line and trains eager, unchanged (T-4).
+* A shape is captured only after it has been seen :data:`REPEATS_BEFORE_CAPTURE` times (T-3);
+  other shapes (the last partial batch, multi-scale sizes) run eager.
+* A capture or replay failure logs one warning and leaves the rest of the run eager (T-4).
+* Capture runs in ``"thread_local"`` mode: ``make_graphed_callables`` does not expose the mode
+  on every supported torch, so ``torch.cuda.CUDAGraph`` is replaced for the duration of the
+  capture by a subclass forcing it, under a lock, restored even on exceptions (T-5).
+* Warm-up iterations run real forwards, which would move BatchNorm running statistics: every
+  buffer is snapshotted before and restored after (T-6).
+* The graphed backward hands out its static gradient buffers; if ``param.grad`` were ``None``
+  autograd could adopt such a buffer as ``.grad`` and the next replay would overwrite it,
+  doubling the last micro-batch under accumulation (T-7). While a graph is live, gradients must
+  therefore be zeroed in place: call :meth:`TrainGraphs.zero_grad`, which does that.
+
+Each captured shape gets a thin wrapper module around the network (sharing its parameters), so
+the network's own ``forward`` is never patched and releasing a graph is dropping the wrapper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+logger = logging.getLogger(__name__)
+
+REPEATS_BEFORE_CAPTURE = 3
+MAX_TRAIN_GRAPHS = 2
+WARMUP_ITERS = 3
+
+_substitution_lock = threading.Lock()
+
+
+class _ThreadLocalCUDAGraph(torch.cuda.CUDAGraph):
+    """A CUDAGraph whose capture always uses ``capture_error_mode="thread_local"``."""
+
+    def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:  # type: ignore[override]
+        super().capture_begin(pool=pool, capture_error_mode="thread_local")
+
+
+@contextlib.contextmanager
+def thread_local_capture() -> Any:
+    """Make every ``torch.cuda.CUDAGraph()`` created inside capture in thread-local mode.
+
+    Holds a process-wide lock so two concurrent captures cannot leave the substitution behind.
+    """
+    with _substitution_lock:
+        original = torch.cuda.CUDAGraph
+        torch.cuda.CUDAGraph = _ThreadLocalCUDAGraph  # type: ignore[misc]
+        try:
+            yield
+        finally:
+            torch.cuda.CUDAGraph = original  # type: ignore[misc]
+
+
+class _AutocastForward(nn.Module):
+    """Wraps the network so autocast (cache disabled) is part of the captured region."""
+
+    def __init__(self, net: nn.Module, amp_dtype: torch.dtype | None) -> None:
+        super().__init__()
+        self.net = net
+        self.amp_dtype = amp_dtype
+
+    def forward(self, x: Tensor) -> Any:
+        if self.amp_dtype is None:
+            return self.net(x)
+        with torch.autocast("cuda", dtype=self.amp_dtype, cache_enabled=False):
+            return self.net(x)
+
+
+@dataclass
+class _TrainGraph:
+    wrapper: nn.Module
+    capture_ms: float
+    replays: int = 0
+
+
+def snapshot_buffers(module: nn.Module) -> dict[str, Tensor]:
+    return {k: b.detach().clone() for k, b in module.named_buffers()}
+
+
+def restore_buffers(module: nn.Module, snap: dict[str, Tensor]) -> None:
+    with torch.no_grad():
+        for k, b in module.named_buffers():
+            b.copy_(snap[k])
+
+
+def unsupported_reason(model: Any, *, device: torch.device, distributed: bool, distill: bool = False) -> str | None:
+    """Why training capture cannot be used for this model/configuration, or None."""
+    fam = type(model)
+    if not getattr(fam, "SUPPORTS_TRAIN_CUDA_GRAPH", False):
+        return f"family {fam.FAMILY!r} has no verified training capture ({fam.TRAIN_CUDA_GRAPH_REASON})"
+    if device.type != "cuda":
+        return f"device is {device.type}, CUDA graphs need a CUDA device"
+    if distributed:
+        return "distributed training (DDP) is not captured"
+    if distill:
+        return "distillation runs are not captured"
+    return None
+
+
+class TrainGraphs:
+    """Forward for the training loop, replaying captured graphs where it may.
+
+    Example (inside a training loop)::
+
+        graphs = TrainGraphs(model.net, requested=True, amp_dtype=torch.float16, reason=None)
+        preds = graphs.forward(imgs)          # eager until the shape repeated 3 times
+        loss, items = criterion(preds, batch)
+        scaler.scale(loss).backward()
+        ...
+        graphs.zero_grad(optimizer)
+    """
+
+    def __init__(
+        self,
+        net: nn.Module,
+        *,
+        requested: bool,
+        amp_dtype: torch.dtype | None,
+        reason: str | None,
+        repeats: int = REPEATS_BEFORE_CAPTURE,
+        max_graphs: int = MAX_TRAIN_GRAPHS,
+    ) -> None:
+        self.net = net
+        self.amp_dtype = amp_dtype
+        self.repeats = repeats
+        self.max_graphs = max_graphs
+        self.enabled = bool(requested) and reason is None
+        self.reason = reason if requested else "cuda_graph=False"
+        self.failed: str | None = None
+        self._eager = _AutocastForward(net, amp_dtype)
+        self._seen: Counter[tuple] = Counter()
+        self._graphs: dict[tuple, _TrainGraph] = {}
+        self.eager_steps = 0
+        if requested and reason is not None:
+            logger.info("training eager: %s", reason)  # exactly one line (T-4)
+
+    @property
+    def live(self) -> bool:
+        return bool(self._graphs)
+
+    def _key(self, x: Tensor) -> tuple:
+        return (tuple(x.shape), x.dtype, x.device, self.amp_dtype, self.net.training)
+
+    def forward(self, x: Tensor) -> Any:
+        """Network outputs for the batch ``x`` (Tensor[B, 3, H, W] float on the net's device)."""
+        if not self.enabled or not self.net.training:
+            self.eager_steps += 1
+            return self._eager(x)
+        key = self._key(x)
+        graph = self._graphs.get(key)
+        if graph is None:
+            self._seen[key] += 1
+            if self._seen[key] >= self.repeats and len(self._graphs) < self.max_graphs:
+                graph = self._capture(key, x)
+        if graph is None:
+            self.eager_steps += 1
+            return self._eager(x)
+        try:
+            out = graph.wrapper(x)
+        except Exception as e:  # noqa: BLE001 - a failed optional speed-up must not end the run (T-4)
+            self._fail(f"replay failed: {e!r}")
+            return self._eager(x)
+        graph.replays += 1
+        return out
+
+    __call__ = forward
+
+    def _capture(self, key: tuple, x: Tensor) -> _TrainGraph | None:
+        wrapper = _AutocastForward(self.net, self.amp_dtype)
+        snap = snapshot_buffers(self.net)
+        t0 = time.perf_counter()
+        try:
+            self._ensure_grads()
+            with thread_local_capture():
+                torch.cuda.make_graphed_callables(
+                    wrapper, (x.detach().clone(),), num_warmup_iters=WARMUP_ITERS
+                )
+            torch.cuda.synchronize(x.device)
+        except Exception as e:  # noqa: BLE001 - T-4: the run goes on eager
+            restore_buffers(self.net, snap)
+            self._fail(f"capture failed: {e!r}")
+            return None
+        restore_buffers(self.net, snap)
+        ms = (time.perf_counter() - t0) * 1e3
+        graph = _TrainGraph(wrapper=wrapper, capture_ms=ms)
+        self._graphs[key] = graph
+        logger.info("training capture: shape %s captured in %.0f ms", tuple(x.shape), ms)
+        return graph
+
+    def _ensure_grads(self) -> None:
+        for p in self.net.parameters():
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        """Zero gradients; in place while a graph is live (see the module docstring, T-7)."""
+        if self.live:
+            optimizer.zero_grad(set_to_none=False)
+            self._ensure_grads()
+        else:
+            optimizer.zero_grad(set_to_none=True)
+
+    def _fail(self, why: str) -> None:
+        if self.failed is None:
+            logger.warning("training CUDA graph disabled for the rest of this run: %s; continuing eager", why)
+        self.failed = why
+        self.enabled = False
+        self._graphs.clear()
+
+    def release(self) -> None:
+        """Drop every training graph (the network's forward was never patched)."""
+        self._graphs.clear()
+        self._seen.clear()
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "reason": self.reason,
+            "failed": self.failed,
+            "eager_steps": self.eager_steps,
+            "graphs": [
+                {"shape": list(k[0]), "amp_dtype": str(k[3]), "replays": g.replays, "capture_ms": round(g.capture_ms, 1)}
+                for k, g in self._graphs.items()
+            ],
+        }

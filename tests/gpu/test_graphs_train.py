@@ -1,0 +1,118 @@
+"""GPU tests of training capture (SPEC T-3..T-7). Run on the lent GPU; skipped without CUDA."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from libreyolo.graphs.training import TrainGraphs
+
+pytestmark = pytest.mark.cuda
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+
+def _model_and_batches(imgsz: int = 128, batch: int = 4):
+    from libreyolo import LibreYOLO
+    from parity_train import synthetic_batch
+
+    torch.manual_seed(0)
+    model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=6)
+    model.net.cuda().train()
+    dev = torch.device("cuda", 0)
+    return model, [synthetic_batch(batch=batch, imgsz=imgsz, nc=6, seed=s, device=dev) for s in (1, 2)]
+
+
+def _grads(net: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: p.grad.detach().clone() for k, p in net.named_parameters() if p.grad is not None}
+
+
+def test_step_zero_loss_and_bn_buffers_bit_identical() -> None:
+    model, (b1, _) = _model_and_batches()
+    eager_net, graph_net = copy.deepcopy(model.net), copy.deepcopy(model.net)
+    model.net = eager_net
+    loss_e, _ = model.build_criterion()(eager_net(b1["img"]), b1)
+    loss_e.backward()
+    model.net = graph_net
+    g = TrainGraphs(graph_net, requested=True, amp_dtype=None, reason=None, repeats=1)
+    loss_g, _ = model.build_criterion()(g.forward(b1["img"]), b1)
+    loss_g.backward()
+    assert g.info()["graphs"], g.info()
+    assert torch.equal(loss_e.detach(), loss_g.detach())
+    for (k, be), (_, bg) in zip(eager_net.named_buffers(), graph_net.named_buffers()):
+        assert torch.equal(be, bg), k
+
+
+def test_gradient_accumulation_sums_micro_batches_under_capture() -> None:
+    """T-7: two micro-batches accumulate g1 + g2 (not 2 x g2) while the graph is live."""
+    model, (b1, b2) = _model_and_batches()
+    eager_net, graph_net = copy.deepcopy(model.net), copy.deepcopy(model.net)
+    crit = model.build_criterion
+    model.net = eager_net
+    for b in (b1, b2):
+        crit()(eager_net(b["img"]), b)[0].backward()
+    g_sum = _grads(eager_net)
+    eager_net.zero_grad(set_to_none=True)
+    crit()(eager_net(b2["img"]), b2)[0].backward()
+    g2 = _grads(eager_net)
+
+    model.net = graph_net
+    opt = torch.optim.SGD(graph_net.parameters(), lr=0.0)
+    g = TrainGraphs(graph_net, requested=True, amp_dtype=None, reason=None, repeats=1)
+    g.zero_grad(opt)
+    for b in (b1, b2):
+        crit()(g.forward(b["img"]), b)[0].backward()
+    assert g.info()["graphs"][0]["replays"] == 2
+    got = _grads(graph_net)
+    num = den_sum = den_double = 0.0
+    for k in g_sum:
+        num += float((got[k] - g_sum[k]).norm())
+        den_sum += float(g_sum[k].norm())
+        den_double += float((got[k] - 2 * g2[k]).norm())
+    assert num <= 1e-4 * den_sum, (num, den_sum)
+    assert den_double > 100 * num  # clearly not twice the last micro-batch
+
+
+def test_capture_failure_mid_run_finishes_eager(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    model, (b1, _) = _model_and_batches()
+
+    def boom(*a: object, **k: object) -> None:
+        raise RuntimeError("injected capture failure")
+
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", boom)
+    g = TrainGraphs(model.net, requested=True, amp_dtype=torch.float16, reason=None, repeats=1)
+    crit = model.build_criterion()
+    for _ in range(3):
+        loss, _ = crit(g.forward(b1["img"]), b1)
+        loss.backward()
+        assert torch.isfinite(loss)
+    assert g.failed and "injected" in g.failed and g.eager_steps == 3
+    assert sum("disabled for the rest" in r.getMessage() for r in caplog.records) == 1
+
+
+class _Noise(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 256
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.rand(3, 32, 32)
+
+
+def test_pinned_memory_loader_workers_during_repeated_captures() -> None:
+    """T-5 / G-7: pin-memory thread allocations while capturing must not poison the capture."""
+    net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.SiLU(), nn.Conv2d(16, 8, 1)).cuda().train()
+    loader = torch.utils.data.DataLoader(_Noise(), batch_size=8, num_workers=4, pin_memory=True)
+    captures = 0
+    for epoch in range(2):
+        for x in loader:
+            g = TrainGraphs(net, requested=True, amp_dtype=torch.float16, reason=None, repeats=1)
+            out = g.forward(x.cuda(non_blocking=True))
+            out.float().mean().backward()
+            assert g.failed is None, g.failed
+            captures += 1
+            g.release()
+    assert captures == 64
