@@ -17,6 +17,8 @@ class YOLO9(Family):
     DEFAULT_IMGSZ: ClassVar[int] = 640
     STRIDE: ClassVar[int] = 32
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "cls", "dfl")
+    OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5")  # strides 8, 16, 32
+    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:

@@ -1,0 +1,182 @@
+"""Convolution building blocks: Conv + BatchNorm + activation, a re-parameterisable two-branch
+conv (3x3 + 1x1, RepVGG style without the identity branch), and the helpers that fold
+BatchNorm into convolutions and merge branches for inference.
+
+Fusing is done in place and is one-way: a fused module keeps its forward contract (same
+outputs within float tolerance, same shapes) but cannot train its BatchNorm any more.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+logger = logging.getLogger(__name__)
+
+BN_EPS = 1e-3
+BN_MOMENTUM = 0.03
+
+
+def autopad(k: int, p: int | None = None, d: int = 1) -> int:
+    """'Same' padding for an odd kernel ``k`` with dilation ``d`` (when ``p`` is None)."""
+    if p is not None:
+        return p
+    k_eff = d * (k - 1) + 1
+    return k_eff // 2
+
+
+def make_act(act: bool | nn.Module) -> nn.Module:
+    """``True`` -> SiLU (in place: every caller feeds it a freshly computed tensor),
+    ``False`` -> identity, a module -> itself."""
+    if act is True:
+        return nn.SiLU(inplace=True)
+    if act is False or act is None:
+        return nn.Identity()
+    return act
+
+
+@torch.no_grad()
+def fuse_conv_bn(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
+    """A new conv equal to ``bn(conv(x))`` with ``bn`` in eval mode (running statistics).
+
+    conv.weight (Tensor[Co, Ci/g, k, k]); the result has a bias (Tensor[Co]) and lives on the
+    same device / dtype as ``conv.weight``.
+    """
+    w, b = bn_folded_kernel(conv.weight, conv.bias, bn)
+    fused = nn.Conv2d(
+        conv.in_channels, conv.out_channels, conv.kernel_size, stride=conv.stride,
+        padding=conv.padding, dilation=conv.dilation, groups=conv.groups, bias=True,
+        padding_mode=conv.padding_mode, device=conv.weight.device, dtype=conv.weight.dtype,
+    )
+    fused.weight.copy_(w)
+    fused.bias.copy_(b)
+    fused.requires_grad_(conv.weight.requires_grad)
+    return fused
+
+
+@torch.no_grad()
+def bn_folded_kernel(
+    weight: Tensor, bias: Tensor | None, bn: nn.BatchNorm2d
+) -> tuple[Tensor, Tensor]:
+    """Kernel and bias of ``bn(conv(x))``.
+
+    weight (Tensor[Co, ...]) -> (Tensor[Co, ...], Tensor[Co]).
+
+    Computed in float64 where the device supports it, then cast back to ``weight.dtype``.
+    """
+    calc = torch.float32 if weight.device.type == "mps" else torch.float64
+    var = bn.running_var.to(calc)
+    mean = bn.running_mean.to(calc)
+    gamma = bn.weight.to(calc) if bn.weight is not None else torch.ones_like(var)
+    beta = bn.bias.to(calc) if bn.bias is not None else torch.zeros_like(var)
+    scale = gamma / torch.sqrt(var + bn.eps)  # (Co,)
+    b0 = bias.to(calc) if bias is not None else torch.zeros_like(mean)
+    w = weight.to(calc) * scale.view(-1, *([1] * (weight.dim() - 1)))
+    b = beta + (b0 - mean) * scale
+    return w.to(weight.dtype), b.to(weight.dtype)
+
+
+class ConvBNAct(nn.Module):
+    """Conv2d (no bias) -> BatchNorm2d -> activation (SiLU by default).
+
+    x (Tensor[B, c1, H, W]) -> (Tensor[B, c2, H', W']). After :meth:`fuse` the BatchNorm is
+    folded into ``conv`` (which gains a bias) and ``bn`` is ``None``.
+
+    Example:
+        >>> m = ConvBNAct(3, 16, k=3, s=2)
+        >>> m(torch.zeros(1, 3, 32, 32)).shape
+        torch.Size([1, 16, 16, 16])
+    """
+
+    def __init__(self, c1: int, c2: int, k: int = 1, s: int = 1, p: int | None = None, *,
+                 g: int = 1, d: int = 1, act: bool | nn.Module = True) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(c1, c2, k, s, autopad(k, p, d), dilation=d, groups=g, bias=False)
+        self.bn: nn.BatchNorm2d | None = nn.BatchNorm2d(c2, eps=BN_EPS, momentum=BN_MOMENTUM)
+        self.act = make_act(act)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.conv(x)
+        if self.bn is not None:
+            x = self.bn(x)
+        return self.act(x)
+
+    def fuse(self) -> None:
+        """Fold ``bn`` into ``conv`` in place (idempotent)."""
+        if self.bn is None:
+            return
+        self.conv = fuse_conv_bn(self.conv, self.bn)
+        self.bn = None
+
+
+class RepConvN(nn.Module):
+    """Re-parameterisable conv: ``act(BN(conv3x3(x)) + BN(conv1x1(x)))``, no identity branch.
+
+    Trains as two branches; :meth:`fuse` merges them into a single 3x3 conv with bias (the 1x1
+    kernel is zero-padded to 3x3 and added). x (Tensor[B, c1, H, W]) -> (Tensor[B, c2, H/s, W/s]).
+    """
+
+    def __init__(self, c1: int, c2: int, *, s: int = 1, g: int = 1,
+                 act: bool | nn.Module = True) -> None:
+        super().__init__()
+        self.conv1: ConvBNAct | None = ConvBNAct(c1, c2, 3, s, 1, g=g, act=False)
+        self.conv2: ConvBNAct | None = ConvBNAct(c1, c2, 1, s, 0, g=g, act=False)
+        self.conv: nn.Conv2d | None = None  # set by fuse()
+        self.act = make_act(act)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.conv is not None:
+            return self.act(self.conv(x))
+        return self.act(self.conv1(x) + self.conv2(x))
+
+    @torch.no_grad()
+    def fuse(self) -> None:
+        """Merge both branches (and their BatchNorms) into ``self.conv`` in place (idempotent)."""
+        if self.conv is not None:
+            return
+        k3, b3 = _branch_kernel(self.conv1)
+        k1, b1 = _branch_kernel(self.conv2)
+        k = k3 + F.pad(k1, [1, 1, 1, 1])
+        src = self.conv1.conv
+        fused = nn.Conv2d(src.in_channels, src.out_channels, 3, stride=src.stride, padding=1,
+                          groups=src.groups, bias=True, device=src.weight.device,
+                          dtype=src.weight.dtype)
+        fused.weight.copy_(k)
+        fused.bias.copy_(b3 + b1)
+        fused.requires_grad_(src.weight.requires_grad)
+        self.conv = fused
+        self.conv1 = None
+        self.conv2 = None
+
+
+def _branch_kernel(branch: ConvBNAct) -> tuple[Tensor, Tensor]:
+    conv = branch.conv
+    if branch.bn is None:  # already folded
+        bias = conv.bias
+        if bias is None:
+            bias = conv.weight.new_zeros(conv.out_channels)
+        return conv.weight, bias
+    return bn_folded_kernel(conv.weight, conv.bias, branch.bn)
+
+
+def fuse_modules(module: nn.Module) -> int:
+    """Fuse every :class:`RepConvN` and :class:`ConvBNAct` inside ``module`` in place.
+
+    Re-parameterisable blocks are merged first (they read their branches' BatchNorms), then
+    the remaining Conv+BN pairs are folded. Returns how many modules were fused. Parameters are
+    replaced, so anything holding their addresses (optimizers, CUDA graphs) must be rebuilt.
+    """
+    n = 0
+    for m in list(module.modules()):
+        if isinstance(m, RepConvN) and m.conv is None:
+            m.fuse()
+            n += 1
+    for m in list(module.modules()):
+        if isinstance(m, ConvBNAct) and m.bn is not None:
+            m.fuse()
+            n += 1
+    logger.debug("fused %d modules in %s", n, type(module).__name__)
+    return n

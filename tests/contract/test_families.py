@@ -1,0 +1,79 @@
+"""Contract suite: every registered family, picked up automatically, honours the shared rules."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from libreyolo.registry import families, parse_weights_name
+
+PKG = Path(__file__).resolve().parents[2] / "libreyolo"
+FAMS = sorted(families().items())
+KNOWN_TASKS = {"detect", "classify", "segment", "pose"}
+
+
+@pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
+def test_class_declarations(name: str, fam: type) -> None:
+    assert fam.FAMILY == name and fam.NAME_TOKEN and fam.SIZES
+    assert set(fam.TASKS) <= KNOWN_TASKS
+    if not fam.SUPPORTS_CUDA_GRAPH:
+        assert fam.CUDA_GRAPH_REASON.strip(), "a False flag carries a one-line reason"
+    if not fam.SUPPORTS_TRAIN_CUDA_GRAPH:
+        assert fam.TRAIN_CUDA_GRAPH_REASON.strip()
+    for size in fam.SIZES:
+        assert parse_weights_name(f"Libre{fam.NAME_TOKEN}{size}.pt").family == name
+
+
+@pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
+def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type) -> None:
+    torch.manual_seed(0)
+    model = fam(size=fam.SIZES[0], nc=3)
+    x = torch.rand(1, 3, 64, 64)
+    raw = model.eager_forward(x)
+    outs = raw if isinstance(raw, (list, tuple)) else [raw]
+    assert all(torch.isfinite(o).all() for o in outs)
+    if fam.OUTPUT_NAMES:
+        assert len(fam.OUTPUT_NAMES) == len(outs)
+    dets = model.postprocess(raw, conf=0.0, iou=0.7, classes=None, max_det=10, agnostic=False)
+    assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 and dets[0].shape[0] <= 10
+
+
+def _family_dirs() -> list[Path]:
+    return sorted(p for p in (PKG / "models").iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+
+def test_no_code_outside_a_family_folder_names_a_family() -> None:
+    """DESIGN convention 1: shared code asks capabilities, it never tests family names."""
+    names = [n for n, _ in FAMS]
+    pattern = re.compile(r"""(==|!=|\bin\b)\s*["'](%s)["']|["'](%s)["']\s*(==|!=)""" % ("|".join(names), "|".join(names)))
+    offenders = []
+    for py in PKG.rglob("*.py"):
+        rel = py.relative_to(PKG)
+        if rel.parts[0] == "models" and len(rel.parts) > 2 and rel.parts[1] in names:
+            continue
+        if pattern.search(py.read_text()):
+            offenders.append(str(rel))
+    assert offenders == []
+
+
+def test_family_folders_import_no_other_family() -> None:
+    folders = {p.name for p in _family_dirs()}
+    offenders = []
+    for folder in _family_dirs():
+        for py in folder.rglob("*.py"):
+            tree = ast.parse(py.read_text())
+            for node in ast.walk(tree):
+                mods = []
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    mods = [("." * node.level) + node.module]
+                elif isinstance(node, ast.Import):
+                    mods = [a.name for a in node.names]
+                for m in mods:
+                    for other in folders - {folder.name}:
+                        if re.search(rf"(^|\.)models\.{other}(\.|$)|^\.\.{other}(\.|$)", m):
+                            offenders.append(f"{py.relative_to(PKG)} imports {m}")
+    assert offenders == []
