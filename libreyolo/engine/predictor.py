@@ -105,11 +105,8 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
     device = model.device
     model.net.eval()
     save_dir = None
-    if opts.save:
-        from .results import next_run_dir
-
-        save_dir = opts.save_dir or next_run_dir(Path("runs") / model.task / "predict")
-    for items in load_source(source, batch=opts.batch, bgr=opts.bgr):
+    batches = load_source(source, batch=opts.batch, bgr=opts.bgr)  # validates before any side effect
+    for items in batches:
         t0 = time.perf_counter()
         x, params = preprocess([it.image for it in items], opts.imgsz, device)
         _sync(device)
@@ -131,6 +128,10 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
         for it, det in zip(items, out):
             r = Results(orig_img=it.image, path=it.path, names=model.names, boxes=det, speed=speed,
                         frame=it.frame)
-            if save_dir is not None:
+            if opts.save:
+                if save_dir is None:
+                    from .results import next_run_dir
+
+                    save_dir = opts.save_dir or next_run_dir(Path("runs") / model.task / "predict")
                 r.save(save_dir)
             yield r

@@ -21,6 +21,27 @@ def hub_download(filename: str, *, repo_id: str, local_files_only: bool) -> str:
     return hf_hub_download(repo_id=repo_id, filename=filename, local_files_only=local_files_only)
 
 
+def hub_offline_reason() -> str | None:
+    """Why a Hub download cannot be attempted right now (offline mode, no name resolution), or None.
+
+    Checked before downloading so that an offline machine fails at once with a clear message
+    instead of sitting through the HTTP client's retries.
+    """
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+        return "HF_HUB_OFFLINE is set"
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    host = urlparse(endpoint).hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as e:
+        return f"offline: cannot resolve {host} ({e.strerror or e})"
+    return None
+
+
 def find_weights(name: str) -> Path:
     """Locate the file for ``name``; raise :class:`CheckpointError` saying what was tried."""
     tried: list[str] = []
@@ -41,11 +62,17 @@ def find_weights(name: str) -> Path:
     tried.append(f"bundled weights {base!r} (not shipped)")
     repo = env.get("LIBREYOLO_HUB_REPO") or ""
     for local_only in (True, False):
+        where = "Hub cache" if local_only else "Hub download"
+        if not local_only:
+            offline = hub_offline_reason()
+            if offline:
+                tried.append(f"{where} {repo}/{base} (skipped: {offline})")
+                break
         try:
             return Path(hub_download(base, repo_id=repo, local_files_only=local_only))
         except Exception as e:  # noqa: BLE001 - every Hub failure mode becomes one clear error
-            where = "Hub cache" if local_only else "Hub download"
-            tried.append(f"{where} {repo}/{base} ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})")
+            msg = str(e).splitlines()[0][:120] if str(e) else ""
+            tried.append(f"{where} {repo}/{base} ({type(e).__name__}{': ' + msg if msg else ''})")
     raise CheckpointError(
         f"could not find weights {name!r}. Tried: " + "; ".join(tried)
         + f". To build an untrained model instead use LibreYOLO({base!r}, pretrained=False)"

@@ -1,0 +1,1 @@
+"""The ``libreyolo`` command line: argument parsing -> API call -> error mapping, nothing else."""

@@ -1,0 +1,311 @@
+"""The CLI commands: their keys (with kinds, defaults, help) and the API call each one makes.
+
+Each ``run_*`` takes the typed keyword arguments from :func:`libreyolo.cli.parse.resolve`, calls
+the Python API, prints a short report on stdout and returns the exit status. Validation of the
+values themselves is the API's job (``PredictOptions``, ``TrainConfig``, ``ExportConfig``...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import sys
+import time
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError, LibreYOLOError
+from .parse import API_DEFAULT, Key, Kind
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "LibreYOLO9t.pt"
+
+
+class FeatureUnavailable(LibreYOLOError):
+    """A command whose implementation is not part of this installation."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Command:
+    name: str
+    summary: str
+    example: str
+    run: Callable[[dict[str, Any], bool], int]  # (kwargs, quiet) -> exit status
+    keys: Callable[[], dict[str, Key] | None]  # None: any key (validated by the API)
+    loads_model: bool = True
+
+
+def _model_keys() -> list[Key]:
+    return [
+        Key(name="model", kind="str", default=DEFAULT_MODEL, pass_default=True,
+            help="weights name or path, e.g. LibreYOLO9t.pt or runs/detect/train/weights/best.pt"),
+        Key(name="pretrained", kind="bool", default=True, pass_default=True,
+            help="load weights; false builds an untrained model of the family/size the name gives"),
+    ]
+
+
+def _as_dict(keys: list[Key]) -> dict[str, Key]:
+    return {k.name: k for k in keys}
+
+
+# ---------------------------------------------------------------------------- predict
+def _predict_keys() -> dict[str, Key]:
+    from ..assets import SAMPLE_IMAGE
+
+    return _as_dict([
+        *_model_keys(),
+        Key(name="source", kind="source", default=SAMPLE_IMAGE, pass_default=True, shown="SAMPLE_IMAGE",
+            help="image, video, folder, glob, or a comma-separated list of paths (default: the sample image)"),
+        Key(name="conf", kind="float", default=0.25, help="confidence threshold in [0, 1]"),
+        Key(name="iou", kind="float", default=0.7, help="NMS IoU threshold in [0, 1]"),
+        Key(name="imgsz", default=None, help="input size: 640 or h,w (default: the model's)"),
+        Key(name="classes", default=None, help="keep only these class ids, e.g. 0,2"),
+        Key(name="max_det", kind="int", default=300, help="most detections per image"),
+        Key(name="device", kind="str", default=None, help="cpu, cuda, 0, cuda:1 (default: CUDA if present)"),
+        Key(name="batch", kind="int", default=1, help="images per forward pass"),
+        Key(name="save", kind="bool", default=True, pass_default=True, help="write annotated images"),
+        Key(name="save_dir", kind="str", default=None, help="where to save (default: runs/<task>/predict<N>)"),
+        Key(name="cuda_graph", default=False, help="CUDA-graph replay: false, true, or auto"),
+        Key(name="half", kind="bool", default=False, help="half precision (fp16 on CUDA, bf16 on CPU)"),
+        Key(name="agnostic_nms", kind="bool", default=False, help="class-agnostic NMS"),
+    ])
+
+
+def run_predict(kw: dict[str, Any], quiet: bool) -> int:
+    from ..models._base.loader import LibreYOLO
+
+    model = LibreYOLO(kw.pop("model"), pretrained=kw.pop("pretrained"))
+    source = kw.pop("source")
+    t0 = time.perf_counter()
+    n, frames, saved = 0, 0, None
+    totals = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}
+    for r in model.predict(source, stream=True, **kw):
+        n += 1
+        frames += r.frame is not None
+        for k in totals:
+            totals[k] += float(r.speed.get(k, 0.0))
+        if r.save_path is not None:
+            saved = r.save_path.parent
+        if not quiet:
+            where = r.path if r.path is not None else f"image {n}"
+            if r.frame is not None:
+                where = f"{where} frame {r.frame}"
+            h, w = r.orig_shape
+            sp = r.speed
+            print(f"{where} ({w}x{h}): {r.verbose()} | {sp.get('preprocess', 0):.1f} ms pre, "
+                  f"{sp.get('inference', 0):.1f} ms inference, {sp.get('postprocess', 0):.1f} ms post", flush=True)
+    wall = time.perf_counter() - t0
+    label = {"preprocess": "pre", "inference": "inference", "postprocess": "post"}
+    mean = ", ".join(f"{v / max(n, 1):.1f} ms {label[k]}" for k, v in totals.items())
+    unit = "frame" if n and frames == n else "image"
+    print(f"{n} {unit}{'s' if n != 1 else ''} in {wall:.2f} s; per {unit}: {mean}")
+    if saved is not None:
+        print(f"Results saved to {saved}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- train / val / export
+def _kind_of(hint: Any) -> Kind:
+    """The CLI kind of a dataclass field type (``str | None`` -> str, ``bool | str`` -> any)."""
+    args = {a for a in typing.get_args(hint) if a is not type(None)} if typing.get_args(hint) else {hint}
+    if typing.get_origin(hint) is typing.Literal:
+        return "str" if all(isinstance(a, str) for a in typing.get_args(hint)) else "any"
+    if len(args) != 1:
+        return "any"
+    (only,) = args
+    return {bool: "bool", int: "int", float: "float", str: "str"}.get(only, "any")  # type: ignore[return-value]
+
+
+def _dataclass_keys(cls: type, *, exclude: tuple[str, ...] = ()) -> list[Key]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name in exclude:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else API_DEFAULT
+        out.append(Key(name=f.name, kind=_kind_of(hints.get(f.name, Any)), default=default,
+                       help=str(f.metadata.get("help", ""))))
+    return out
+
+
+def _train_keys() -> dict[str, Key] | None:
+    try:
+        from ..training.config import TrainConfig
+    except ModuleNotFoundError as e:
+        if (e.name or "").startswith("libreyolo"):
+            return None  # keys unknown here; model.train() says what is missing
+        raise
+    return _as_dict([*_model_keys(), *_dataclass_keys(TrainConfig, exclude=("model", "pretrained"))])
+
+
+def run_train(kw: dict[str, Any], quiet: bool) -> int:
+    from ..models._base.loader import LibreYOLO
+
+    model = LibreYOLO(kw.pop("model", DEFAULT_MODEL), pretrained=kw.pop("pretrained", True))
+    result = model.train(**kw)
+    _print_result(result, title="Training finished")
+    return 0
+
+
+def _val_keys() -> dict[str, Key]:
+    return _as_dict([
+        *_model_keys(),
+        Key(name="data", kind="str", help="dataset yaml (or a built-in dataset name)"),
+        Key(name="imgsz", help="input size: 640 or h,w"),
+        Key(name="batch", kind="int", help="images per batch"),
+        Key(name="conf", kind="float", help="confidence threshold"),
+        Key(name="iou", kind="float", help="NMS IoU threshold"),
+        Key(name="device", kind="str", help="cpu, cuda, 0, cuda:1"),
+        Key(name="split", kind="str", help="dataset split: val or test"),
+        Key(name="half", kind="bool", help="half precision"),
+    ])
+
+
+def run_val(kw: dict[str, Any], quiet: bool) -> int:
+    from ..models._base.loader import LibreYOLO
+
+    model = LibreYOLO(kw.pop("model"), pretrained=kw.pop("pretrained"))
+    _print_result(model.val(**kw), title="Validation")
+    return 0
+
+
+def _export_keys() -> dict[str, Key]:
+    try:
+        from ..export.config import ExportConfig
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("libreyolo"):
+            raise
+        fields = [Key(name=n) for n in ("format", "imgsz", "batch", "dynamic", "opset", "half", "simplify")]
+    else:
+        fields = _dataclass_keys(ExportConfig)
+    helps = {"format": "export format, e.g. onnx", "imgsz": "input size: 640 or h,w",
+             "batch": "batch size of the exported input", "dynamic": "dynamic batch/height/width axes",
+             "opset": "ONNX opset", "half": "float16 weights (CUDA)", "simplify": "simplify the graph",
+             "device": "device to trace on", "file": "output file"}
+    fields = [dataclasses.replace(k, help=k.help or helps.get(k.name, "")) for k in fields]
+    return _as_dict([*_model_keys(), *fields])
+
+
+def run_export(kw: dict[str, Any], quiet: bool) -> int:
+    from ..models._base.loader import LibreYOLO
+
+    model = LibreYOLO(kw.pop("model"), pretrained=kw.pop("pretrained"))
+    path = model.export(**kw)
+    print(f"Exported to {path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- benchmark
+def _benchmark_keys() -> dict[str, Key]:
+    return _as_dict([
+        Key(name="model", kind="str", default=DEFAULT_MODEL, pass_default=True, help="weights name or path"),
+        Key(name="imgsz", help="input size: 640 or h,w"),
+        Key(name="batch", help="batch size, or a list such as 1,8,32"),
+        Key(name="cuda_graph", help="false, true, or auto"),
+        Key(name="half", kind="bool", help="half precision"),
+        Key(name="device", kind="str", help="cpu, cuda, 0, cuda:1"),
+        Key(name="warmup", kind="int", help="untimed iterations first"),
+        Key(name="iters", kind="int", help="timed iterations"),
+        Key(name="out", kind="str", help="folder for the JSON and markdown results"),
+    ])
+
+
+def _load_run_benchmark() -> Callable[..., Any]:
+    try:
+        from ..bench import run_benchmark  # type: ignore[attr-defined]
+    except ImportError as e:  # ModuleNotFoundError included
+        if isinstance(e, ModuleNotFoundError) and not (e.name or "").startswith("libreyolo"):
+            raise
+        raise FeatureUnavailable(
+            "the benchmark harness (libreyolo.bench.run_benchmark) is not part of this installation; "
+            "update libreyolo or run the scripts under benchmarks/ instead"
+        ) from e
+    return run_benchmark  # type: ignore[no-any-return]
+
+
+def run_benchmark(kw: dict[str, Any], quiet: bool) -> int:
+    fn = _load_run_benchmark()
+    params = inspect.signature(fn).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        for key in kw:
+            if key not in params:
+                raise ConfigError(f"'benchmark' does not take '{key}' in this version; it takes: "
+                                  f"{', '.join(p for p in params if p in _benchmark_keys())}")
+    result = fn(**kw)
+    if result is not None and not isinstance(result, (dict, list)):
+        print(f"Benchmark results: {result}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- version
+def version_text() -> str:
+    import platform
+
+    import torch
+
+    from .._version import __version__
+
+    lines = [f"libreyolo {__version__}",
+             f"python {platform.python_version()} ({platform.system()} {platform.machine()})",
+             f"torch {torch.__version__}"]
+    try:
+        import torchvision
+
+        lines.append(f"torchvision {torchvision.__version__}")
+    except ImportError:
+        lines.append("torchvision not installed")
+    if torch.cuda.is_available():
+        names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+        lines.append(f"CUDA {torch.version.cuda}: {names}")
+    else:
+        lines.append(f"CUDA not available (torch built with CUDA {torch.version.cuda or 'none'})")
+    return "\n".join(lines)
+
+
+def run_version(kw: dict[str, Any], quiet: bool) -> int:
+    print(version_text())
+    return 0
+
+
+def _print_result(result: Any, *, title: str) -> None:
+    if isinstance(result, dict):
+        print(f"{title}:")
+        width = max((len(str(k)) for k in result), default=0)
+        for k, v in result.items():
+            shown = f"{v:.4f}" if isinstance(v, float) else str(v)
+            print(f"  {str(k):<{width}}  {shown}")
+    elif result is not None:
+        print(f"{title}: {result}")
+    else:
+        print(title)
+    sys.stdout.flush()
+
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command(name="predict", summary="detect objects in images, folders, globs or videos",
+                example="libreyolo predict model=LibreYOLO9t.pt source=images/ conf=0.4 --cuda-graph",
+                run=run_predict, keys=_predict_keys),
+        Command(name="train", summary="train on a YOLO-format dataset yaml",
+                example="libreyolo train model=LibreYOLO9t.pt data=my-dataset.yaml epochs=100 --cuda-graph",
+                run=run_train, keys=_train_keys),
+        Command(name="val", summary="COCO-style metrics (mAP50-95, mAP50, precision, recall) on a dataset",
+                example="libreyolo val model=runs/detect/train/weights/best.pt data=my-dataset.yaml",
+                run=run_val, keys=_val_keys),
+        Command(name="export", summary="export the network (ONNX) with portable math",
+                example="libreyolo export model=LibreYOLO9t.pt format=onnx imgsz=640 --dynamic",
+                run=run_export, keys=_export_keys),
+        Command(name="benchmark", summary="measure eager vs CUDA-graph prediction latency",
+                example="libreyolo benchmark model=LibreYOLO9t.pt imgsz=640 batch=1,8 cuda_graph=true out=bench/",
+                run=run_benchmark, keys=_benchmark_keys, loads_model=False),
+        Command(name="version", summary="print the libreyolo, torch and CUDA versions",
+                example="libreyolo version", run=run_version, keys=lambda: {}, loads_model=False),
+    )
+}

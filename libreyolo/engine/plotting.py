@@ -1,0 +1,93 @@
+"""Drawing detections on images (OpenCV), used by :meth:`Results.plot`.
+
+Colours are generated, not tabulated: class ``c`` gets the hue ``c * φ mod 1`` (φ the golden
+ratio conjugate), which spreads consecutive class ids far apart on the colour wheel, so every
+class has its own stable colour however many classes a model has.
+"""
+
+from __future__ import annotations
+
+import colorsys
+from functools import lru_cache
+
+import numpy as np
+
+_GOLDEN = 0.618033988749895
+
+
+@lru_cache(maxsize=1024)
+def class_color(cls: int) -> tuple[int, int, int]:
+    """A distinct, stable RGB colour (0-255 ints) for class id ``cls``."""
+    hue = (int(cls) * _GOLDEN + 0.08) % 1.0
+    sat = 0.85 if int(cls) % 2 == 0 else 0.65
+    r, g, b = colorsys.hsv_to_rgb(hue, sat, 0.95)
+    return int(r * 255), int(g * 255), int(b * 255)
+
+
+def _text_color(bg: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Black or white, whichever reads better on ``bg`` (relative luminance)."""
+    luminance = 0.299 * bg[0] + 0.587 * bg[1] + 0.114 * bg[2]
+    return (0, 0, 0) if luminance > 150 else (255, 255, 255)
+
+
+def default_line_width(shape: tuple[int, ...]) -> int:
+    """Outline width in pixels: about 0.3% of the mean side, at least 2 (1 below 64 px)."""
+    h, w = shape[:2]
+    if min(h, w) < 64:
+        return 1
+    return max(round((h + w) / 2 * 0.003), 2)
+
+
+def draw_detections(
+    image: np.ndarray,
+    *,
+    xyxy: np.ndarray,
+    cls: np.ndarray,
+    conf: np.ndarray | None,
+    names: dict[int, str],
+    labels: bool = True,
+    line_width: int | None = None,
+) -> np.ndarray:
+    """Draw boxes and labels on a copy of ``image``.
+
+    Args:
+        image (np.ndarray[H, W, 3], uint8): RGB image; not modified.
+        xyxy (np.ndarray[N, 4], float): boxes in image pixels.
+        cls (np.ndarray[N]): class ids.
+        conf (np.ndarray[N] | None): confidences shown after the name, or ``None`` to hide them.
+        names: class id -> name (missing ids are shown as the number).
+        labels: draw the name/confidence label above each box.
+        line_width: box outline thickness in pixels; ``None`` scales with the image.
+
+    Returns:
+        np.ndarray[H, W, 3], uint8: the annotated RGB image.
+    """
+    import cv2
+
+    out = np.ascontiguousarray(image.copy())
+    h, w = out.shape[:2]
+    lw = int(line_width) if line_width else default_line_width(out.shape)
+    font_scale = max(lw / 3.0, 0.35)
+    font_thickness = max(lw - 1, 1)
+    for i in range(len(xyxy)):
+        c = int(cls[i])
+        color = class_color(c)
+        x1, y1, x2, y2 = (int(round(float(v))) for v in xyxy[i])
+        x1, x2 = max(0, min(x1, w - 1)), max(0, min(x2, w - 1))
+        y1, y2 = max(0, min(y1, h - 1)), max(0, min(y2, h - 1))
+        cv2.rectangle(out, (x1, y1), (x2, y2), color, thickness=lw, lineType=cv2.LINE_AA)
+        if not labels:
+            continue
+        text = names.get(c, str(c))
+        if conf is not None:
+            text = f"{text} {float(conf[i]):.2f}"
+        (tw, th), baseline = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, font_thickness)
+        pad = max(lw // 2, 1)
+        box_h = th + baseline + 2 * pad
+        # Above the box when there is room, otherwise just inside its top edge.
+        top = y1 - box_h if y1 - box_h >= 0 else y1
+        left = min(x1, max(w - tw - 2 * pad, 0))
+        cv2.rectangle(out, (left, top), (left + tw + 2 * pad, top + box_h), color, thickness=-1)
+        cv2.putText(out, text, (left + pad, top + pad + th), cv2.FONT_HERSHEY_SIMPLEX, font_scale,
+                    _text_color(color), font_thickness, lineType=cv2.LINE_AA)
+    return out
