@@ -31,3 +31,61 @@ def run_eager(stages: list[Stage], x: Any) -> Any:
     for stage in stages:
         x = stage.fn(x)
     return x
+
+
+# --------------------------------------------------------------------------- tensor trees
+# A stage's input and output is a tensor or a (nested) tuple / list / dict of tensors; other
+# leaves (None, numbers, strings) are constants. A captured stage needs the tensors as a flat list
+# (its static buffers) and the structure to rebuild the value from them.
+
+TreeSpec = tuple  # ("tensor",) | ("tuple"|"list", (spec, ...)) | ("dict", (key, ...), (spec, ...)) | ("const", value)
+
+
+def flatten(tree: Any) -> tuple[list[Any], TreeSpec]:
+    """Split ``tree`` into its tensor leaves (depth-first order) and a spec to rebuild it.
+
+    Example:
+        >>> import torch
+        >>> leaves, spec = flatten((torch.zeros(1), {"a": torch.ones(2)}, None))
+        >>> len(leaves)
+        2
+    """
+    import torch
+
+    leaves: list[Any] = []
+
+    def walk(node: Any) -> TreeSpec:
+        if isinstance(node, torch.Tensor):
+            leaves.append(node)
+            return ("tensor",)
+        if isinstance(node, (tuple, list)):
+            return ("tuple" if isinstance(node, tuple) else "list", tuple(walk(v) for v in node))
+        if isinstance(node, dict):
+            keys = tuple(node)
+            return ("dict", keys, tuple(walk(node[k]) for k in keys))
+        return ("const", node)
+
+    spec = walk(tree)
+    return leaves, spec
+
+
+def unflatten(spec: TreeSpec, leaves: list[Any]) -> Any:
+    """Inverse of :func:`flatten`: rebuild the tree from ``spec`` with ``leaves`` in order."""
+    it = iter(leaves)
+
+    def build(s: TreeSpec) -> Any:
+        kind = s[0]
+        if kind == "tensor":
+            return next(it)
+        if kind == "tuple":
+            return tuple(build(c) for c in s[1])
+        if kind == "list":
+            return [build(c) for c in s[1]]
+        if kind == "dict":
+            return {k: build(c) for k, c in zip(s[1], s[2], strict=False)}
+        return s[1]
+
+    out = build(spec)
+    if next(it, None) is not None:
+        raise ValueError("unflatten: more leaves than the spec has tensor slots")
+    return out

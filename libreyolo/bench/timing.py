@@ -1,0 +1,104 @@
+"""Timing primitives: CUDA-event medians, synchronised wall clocks, profiler kernel sums, peaks.
+
+Every timer warms up first and reports the median (plus min and p90) of ``iters`` samples.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+_NOT_KERNELS = ("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")
+
+
+def _summary(samples: list[float]) -> dict[str, Any]:
+    s = sorted(samples)
+    return {"median_ms": statistics.median(s), "min_ms": s[0], "p90_ms": s[min(len(s) - 1, int(0.9 * len(s)))],
+            "n": len(s)}
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_events(fn: Callable[[], Any], *, device: torch.device, iters: int, warmup: int) -> dict[str, Any]:
+    """Per-call GPU time with CUDA events (host clock with synchronisation on CPU), in ms."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    if device.type != "cuda":
+        return time_wall(fn, device=device, iters=iters, warmup=0)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for i in range(iters):
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize(device)
+    return {**_summary([a.elapsed_time(b) for a, b in zip(starts, ends, strict=False)]), "clock": "cuda_events"}
+
+
+def time_wall(fn: Callable[[], Any], *, device: torch.device, iters: int, warmup: int) -> dict[str, Any]:
+    """Per-call wall time, synchronising the device after each call, in ms."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    samples = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return {**_summary(samples), "clock": "wall_sync"}
+
+
+def kernel_profile(fn: Callable[[], Any], *, device: torch.device) -> dict[str, Any]:
+    """Sum of CUDA kernel durations and kernel count for one call of ``fn`` (torch.profiler).
+
+    The sum is the physical floor a replay can approach: launch gaps removed, kernels unchanged.
+    """
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    if device.type != "cuda":
+        return {"kernel_sum_ms": None, "kernel_count": None, "note": "needs CUDA"}
+    fn()
+    sync(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        sync(device)
+    kernels = [e for e in prof.events()
+               if e.device_type == DeviceType.CUDA and not e.name.startswith(_NOT_KERNELS)]
+    total_us = sum(e.time_range.elapsed_us() for e in kernels)
+    return {"kernel_sum_ms": total_us / 1e3, "kernel_count": len(kernels)}
+
+
+def fresh_memory(device: torch.device) -> int:
+    """Collect garbage, empty the cache, reset peak statistics; returns bytes allocated now."""
+    gc.collect()
+    if device.type != "cuda":
+        return 0
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    return int(torch.cuda.memory_allocated(device))
+
+
+def peak_memory(device: torch.device) -> dict[str, int | None]:
+    """Peak bytes allocated and reserved since the last :func:`fresh_memory` (None off CUDA).
+
+    Allocated is what live tensors used at the peak; reserved also counts memory the caching
+    allocator holds, which is where a graph's private pool shows (its intermediates are free
+    between replays but stay reserved for the graph).
+    """
+    if device.type != "cuda":
+        return {"peak_bytes": None, "peak_reserved_bytes": None}
+    torch.cuda.synchronize(device)
+    return {"peak_bytes": int(torch.cuda.max_memory_allocated(device)),
+            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved(device))}

@@ -1,0 +1,325 @@
+"""The prediction parity harness (SPEC G-4, G-6): graph replay must equal eager bit for bit.
+
+For each registered family x task x size, an untrained model is built with a fixed seed (its
+normalisation statistics randomised so that fused biases are not trivially zero), fused as deployed,
+captured, and replayed on two probe batches drawn from different distributions. Every output is
+compared with the eager forward using :func:`torch.equal` -- no tolerance. The resulting rows are
+the evidence a family's ``SUPPORTS_CUDA_GRAPH`` is set from (:func:`expected_flag`).
+
+The harness captures regardless of the flag (``PredictGraphs(model, force=True)``): it is what
+proves the flag.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import math
+import platform
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from .seam import flatten
+
+if TYPE_CHECKING:
+    from ..models._base.family import Family
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = 1
+DTYPES = {"float32": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+# --------------------------------------------------------------------------- probes
+def probe_batch(kind: str, shape: tuple[int, int, int, int], *, device: torch.device | str,
+                seed: int = 0) -> Tensor:
+    """A probe batch (Tensor[B, 3, H, W], float32 in [0, 1]) on ``device``.
+
+    kind: ``"uniform"`` (i.i.d. U[0, 1] noise), ``"image"`` (``SAMPLE_IMAGE`` letterboxed and
+    tiled over the batch; if the asset is missing, a smooth synthetic scene) or ``"normal"``
+    (N(0.5, 0.2) clamped to [0, 1]).
+    """
+    b, c, h, w = shape
+    gen = torch.Generator().manual_seed(seed)
+    if kind == "uniform":
+        x = torch.rand(shape, generator=gen)
+    elif kind == "normal":
+        x = (0.5 + 0.2 * torch.randn(shape, generator=gen)).clamp_(0.0, 1.0)
+    elif kind == "image":
+        x = _image_probe((h, w), gen).expand(b, c, h, w).contiguous()
+    else:
+        raise ValueError(f"unknown probe kind {kind!r}; use 'uniform', 'image' or 'normal'")
+    return x.to(device)
+
+
+def _image_probe(hw: tuple[int, int], gen: torch.Generator) -> Tensor:
+    """SAMPLE_IMAGE letterboxed to ``hw`` (Tensor[1, 3, H, W] float32), or a synthetic scene."""
+    from ..assets import SAMPLE_IMAGE
+    from ..ops.letterbox import letterbox
+
+    path = Path(SAMPLE_IMAGE)
+    if path.is_file():
+        import cv2
+
+        bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        if bgr is not None:
+            rgb = torch.from_numpy(bgr[:, :, ::-1].copy()).permute(2, 0, 1)
+            boxed, _ = letterbox(rgb, hw)
+            return boxed[None].float() / 255.0
+    # Low-frequency colour field with a few rectangles: spatially correlated like a photo.
+    h, w = hw
+    coarse = torch.rand(1, 3, 6, 8, generator=gen)
+    img = torch.nn.functional.interpolate(coarse, size=(h, w), mode="bicubic", align_corners=False)
+    for _ in range(6):
+        y0, x0 = int(torch.randint(0, h // 2, (1,), generator=gen)), int(torch.randint(0, w // 2, (1,), generator=gen))
+        img[:, :, y0 : y0 + h // 4, x0 : x0 + w // 4] = torch.rand(1, 3, 1, 1, generator=gen)
+    return img.clamp_(0.0, 1.0)
+
+
+# --------------------------------------------------------------------------- comparison
+def compare_outputs(a: Any, b: Any) -> dict[str, Any]:
+    """Bitwise comparison of two output trees: ``{"equal": bool, "max_abs_diff": float, "n": int}``.
+
+    ``equal`` is ``torch.equal`` on every tensor (same structure, shapes, dtypes and bits);
+    ``max_abs_diff`` is diagnostic only (NaN where shapes differ).
+    """
+    la, sa = flatten(a)
+    lb, sb = flatten(b)
+    if sa != sb or len(la) != len(lb):
+        return {"equal": False, "max_abs_diff": math.nan, "n": len(la), "note": "output structure differs"}
+    equal, worst = True, 0.0
+    for ta, tb in zip(la, lb, strict=False):
+        same = ta.shape == tb.shape and ta.dtype == tb.dtype and bool(torch.equal(ta, tb))
+        equal = equal and same
+        if ta.shape != tb.shape:
+            worst = math.nan
+        elif not same and ta.numel():
+            d = (ta.double() - tb.double()).abs()
+            worst = max(worst, float(torch.nan_to_num(d, nan=math.inf).max()))
+    return {"equal": equal, "max_abs_diff": worst, "n": len(la)}
+
+
+def check_parity(model: Family, *, shape: tuple[int, int, int, int], amp_dtype: torch.dtype | None,
+                 probes: tuple[str, str] = ("uniform", "image"), seed: int = 0) -> dict[str, Any]:
+    """Capture ``model`` for ``shape`` and compare replay with eager on two probe batches.
+
+    Pass means: eager is deterministic (two eager runs equal), the replay equals eager on both
+    probes, the first probe's returned output is unchanged after the second replay (copy-out),
+    a third replay of the first probe equals eager again, and the probes produce different outputs
+    (otherwise the test would be vacuous).
+    """
+    from .runner import PredictGraphs
+
+    device = model.device
+    runner = PredictGraphs(model, force=True, capacity=2)
+    xa, xb = (probe_batch(p, shape, device=device, seed=seed + i) for i, p in enumerate(probes))
+    row: dict[str, Any] = {}
+    try:
+        ref_a = model.eager_forward(xa, amp_dtype=amp_dtype)
+        ref_b = model.eager_forward(xb, amp_dtype=amp_dtype)
+        row["eager_deterministic"] = compare_outputs(ref_a, model.eager_forward(xa, amp_dtype=amp_dtype))["equal"]
+        out_a = runner.run(xa, policy=True, amp_dtype=amp_dtype)  # capture (+ one replay)
+        snap_a = [t.clone() for t in flatten(out_a)[0]]
+        out_b = runner.run(xb, policy=True, amp_dtype=amp_dtype)  # replay
+        out_a2 = runner.run(xa, policy=True, amp_dtype=amp_dtype)  # replay
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        cmp_a, cmp_b, cmp_a2 = compare_outputs(out_a, ref_a), compare_outputs(out_b, ref_b), compare_outputs(out_a2, ref_a)
+        row["probes"] = {probes[0]: cmp_a, probes[1]: cmp_b, f"{probes[0]}_again": cmp_a2}
+        row["copy_out_ok"] = all(torch.equal(s, t) for s, t in zip(snap_a, flatten(out_a)[0], strict=False))
+        row["probes_differ"] = not compare_outputs(ref_a, ref_b)["equal"]
+        info = runner.info()["graphs"][0]
+        row["capture_ms"], row["stages"] = info["capture_ms"], info["stages"]
+        ok = (row["eager_deterministic"] and cmp_a["equal"] and cmp_b["equal"] and cmp_a2["equal"]
+              and row["copy_out_ok"] and row["probes_differ"])
+        row["result"] = "pass" if ok else "fail"
+    finally:
+        runner.release()
+    return row
+
+
+# --------------------------------------------------------------------------- the matrix
+def randomise_norm_stats(net: torch.nn.Module, *, seed: int) -> None:
+    """Give every BatchNorm non-trivial statistics and affine weights (deterministic per seed)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                n = m.num_features
+                m.running_mean.copy_(0.1 * torch.randn(n, generator=gen))
+                m.running_var.copy_(0.5 + torch.rand(n, generator=gen))
+                if m.affine:
+                    m.weight.copy_(0.5 + torch.rand(n, generator=gen))
+                    m.bias.copy_(0.1 * torch.randn(n, generator=gen))
+
+
+def build_probe_model(cls: type[Family], *, size: str, task: str, device: torch.device | str, seed: int,
+                      fuse: bool = True) -> Family:
+    """An untrained ``cls`` model built with a fixed seed, on ``device``, fused as deployed."""
+    torch.manual_seed(seed)
+    model = cls(size=size, task=task, nc=80)
+    randomise_norm_stats(model.net, seed=seed)
+    model.to(device)
+    if fuse:
+        model.fuse()
+    return model
+
+
+def run_matrix(*, families: list[str] | None = None, sizes: list[str] | None = None, imgsz: int = 640,
+               batch: int = 1, dtypes: tuple[str, ...] = ("float32", "float16"), device: str = "cuda",
+               seed: int = 0, fuse: bool = True) -> list[dict[str, Any]]:
+    """One row per family x task x size x dtype. A model that fails to build or capture is recorded
+    as an ``"error"`` row (with the message) so that one broken family does not hide the rest."""
+    from ..registry import families as registered
+
+    fams = registered()
+    names = families or sorted(fams)
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        cls = fams[name]
+        for task in cls.TASKS:
+            for size in cls.SIZES:
+                if sizes and size not in sizes:
+                    continue
+                base = {"family": name, "task": task, "size": size, "imgsz": imgsz, "batch": batch}
+                try:
+                    model = build_probe_model(cls, size=size, task=task, device=device, seed=seed, fuse=fuse)
+                except Exception as e:  # noqa: BLE001 - recorded as an error row (documented above)
+                    logger.warning("parity: cannot build %s-%s (%s): %s", name, size, task, e)
+                    rows += [{**base, "dtype": d, "result": "error", "error": f"build: {type(e).__name__}: {e}"}
+                             for d in dtypes]
+                    continue
+                for dname in dtypes:
+                    shape = (batch, 3, imgsz, imgsz)
+                    try:
+                        row = check_parity(model, shape=shape, amp_dtype=DTYPES[dname], seed=seed)
+                    except Exception as e:  # noqa: BLE001 - recorded as an error row (documented above)
+                        logger.warning("parity: %s-%s %s failed: %s", name, size, dname, e)
+                        row = {"result": "error", "error": f"{type(e).__name__}: {str(e)[:500]}"}
+                    rows.append({**base, "dtype": dname, **row})
+                    logger.info("parity %s-%s %s %s: %s", name, size, task, dname, row["result"])
+                del model
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+    return rows
+
+
+def environment(*, commit: str | None = None) -> dict[str, Any]:
+    """Torch/CUDA/GPU versions, date and commit for the matrix header."""
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "gpu": gpu,
+        "python": platform.python_version(),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": commit or git_commit(),
+    }
+
+
+def git_commit() -> str:
+    """``git rev-parse HEAD`` of the source tree (with ``+dirty`` if it has changes), or ``"unknown"``."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return sha + ("+dirty" if dirty else "")
+
+
+def write_matrix(rows: list[dict[str, Any]], *, env: dict[str, Any], settings: dict[str, Any],
+                 json_path: Path, md_path: Path) -> None:
+    """Write the matrix as JSON (the contract the flags test reads) and as a markdown table."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    md_path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"schema": SCHEMA, "environment": env, "settings": settings, "rows": rows}
+    json_path.write_text(json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n")
+    md_path.write_text(render_markdown(doc))
+
+
+def _clean(v: Any) -> Any:
+    """Strict JSON: non-finite floats become strings, unknown objects their ``str``."""
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    env, st = doc["environment"], doc["settings"]
+    lines = [
+        "# CUDA-graph parity matrix (prediction)",
+        "",
+        "Generated by `benchmarks/parity_predict.py` from a real GPU run; do not edit by hand.",
+        "A row passes when graph replay equals eager with `torch.equal` on every output, on two probe",
+        "inputs from different distributions, after the capture and after a later replay.",
+        "",
+        f"- GPU: {env['gpu']} · torch {env['torch']} (CUDA {env['cuda']}, cuDNN {env['cudnn']})",
+        f"- date: {env['date']} · commit: `{env['commit']}`",
+        f"- input: batch {st.get('batch')}, {st.get('imgsz')} px; models untrained (seed {st.get('seed')}), "
+        f"fused={st.get('fuse')}; probes: {', '.join(st.get('probes', []))}",
+        "",
+        "| family | task | size | dtype | result | probe 1 | probe 2 | capture ms | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        probes = list((r.get("probes") or {}).values())
+
+        def cell(i: int, probes: list[dict[str, Any]] = probes) -> str:
+            if i >= len(probes):
+                return "-"
+            p = probes[i]
+            return "equal" if p["equal"] else f"differs ({p['max_abs_diff']})"
+
+        notes = r.get("error") or ", ".join(
+            k for k in ("eager_deterministic", "copy_out_ok", "probes_differ") if r.get(k) is False
+        )
+        if r.get("stages") and len(r["stages"]) > 1:
+            notes = (notes + "; " if notes else "") + "seam: " + " > ".join(
+                s["name"] + ("" if s["captured"] else " (eager)") for s in r["stages"])
+        lines.append(f"| {r['family']} | {r['task']} | {r['size']} | {r['dtype']} | **{r['result']}** | "
+                     f"{cell(0)} | {cell(1)} | {r.get('capture_ms', '-')} | {notes} |")
+    return "\n".join(lines) + "\n"
+
+
+def load_matrix(path: Path) -> dict[str, Any] | None:
+    """The committed matrix, or ``None`` when it has not been generated yet."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def expected_flag(cls: type[Family], rows: list[dict[str, Any]]) -> tuple[bool, str]:
+    """What ``cls.SUPPORTS_CUDA_GRAPH`` must be given the matrix rows, and why.
+
+    True iff the family has at least one row for every declared (task, size) and every row of the
+    family passes.
+    """
+    mine = [r for r in rows if r.get("family") == cls.FAMILY]
+    if not mine:
+        return False, "no rows in the parity matrix"
+    bad = [r for r in mine if r.get("result") != "pass"]
+    if bad:
+        r = bad[0]
+        return False, f"{len(bad)} row(s) not passing, e.g. {r['size']} {r['task']} {r.get('dtype')}: {r.get('result')}"
+    missing = [(t, s) for t in cls.TASKS for s in cls.SIZES
+               if not any(r.get("task") == t and r.get("size") == s for r in mine)]
+    if missing:
+        return False, f"no rows for {', '.join(f'{s} ({t})' for t, s in missing)}"
+    return True, f"{len(mine)} passing rows"

@@ -1,0 +1,48 @@
+"""A family's SUPPORTS_CUDA_GRAPH must agree with the committed parity matrix (SPEC G-4).
+
+True iff docs/cuda-graph-parity.json has at least one row for every (task, size) the family
+declares and all of that family's rows pass; a False carries a one-line CUDA_GRAPH_REASON.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from libreyolo.graphs.parity import expected_flag, load_matrix
+from libreyolo.registry import families
+
+MATRIX = Path(__file__).resolve().parents[2] / "docs" / "cuda-graph-parity.json"
+
+
+def _rows() -> list[dict]:
+    doc = load_matrix(MATRIX)
+    return [] if doc is None else list(doc["rows"])
+
+
+@pytest.mark.parametrize("name", sorted(families()))
+def test_flag_matches_the_committed_matrix(name):
+    cls = families()[name]
+    want, why = expected_flag(cls, _rows())
+    assert cls.SUPPORTS_CUDA_GRAPH is want, (
+        f"{name}.SUPPORTS_CUDA_GRAPH is {cls.SUPPORTS_CUDA_GRAPH}, but the parity matrix says {want} ({why}); "
+        "regenerate docs/cuda-graph-parity.json with benchmarks/parity_predict.py or fix the flag"
+    )
+    if not cls.SUPPORTS_CUDA_GRAPH:
+        assert isinstance(cls.CUDA_GRAPH_REASON, str) and cls.CUDA_GRAPH_REASON.strip(), (
+            f"{name} is not flagged for CUDA graphs but gives no CUDA_GRAPH_REASON"
+        )
+
+
+def test_matrix_rows_name_registered_families_and_carry_the_environment():
+    doc = load_matrix(MATRIX)
+    if doc is None:
+        assert not any(c.SUPPORTS_CUDA_GRAPH for c in families().values())
+        return
+    env = doc["environment"]
+    assert env["torch"] and env["gpu"] and env["date"] and env["commit"]
+    names = set(families())
+    for r in doc["rows"]:
+        assert r["family"] in names, f"matrix row for unregistered family {r['family']!r}"
+        assert r["result"] in {"pass", "fail", "error"}
