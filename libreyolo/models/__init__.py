@@ -3,5 +3,7 @@ family is gone."""
 
 from ..registry import register_family
 from .yolo9.family import YOLO9
+from .yolox.family import YOLOX
 
 register_family(YOLO9)
+register_family(YOLOX)

@@ -96,6 +96,9 @@ class Family:
         """The training loss: ``criterion(raw, batch) -> (loss, loss_items)``."""
         raise NotImplementedError(f"{self.FAMILY} has no training criterion")
 
+    def on_close_mosaic(self, criterion: Any) -> None:
+        """Hook: called when strong augmentation is switched off for the last epochs."""
+
     def forward_stages(self) -> list[Stage]:
         """The forward as a chain of stages (SPEC G-9). Default: one capturable stage."""
         return [Stage(name="net", fn=self.net, capturable=True)]

@@ -1,0 +1,53 @@
+"""RTMDet detection family: sizes t, s, m, l, x (weights ``LibreRTMDet<size>.pt``)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from .._base.family import Family
+
+
+class RTMDet(Family):
+    """RTMDet (arXiv:2212.07784): CSPNeXt backbone, CSPNeXt-PAFPN neck, shared-conv head with a
+    BatchNorm per level; trained with dynamic soft label assignment, Quality Focal Loss and GIoU.
+
+    Example:
+        >>> model = RTMDet(size="t", nc=80)
+        >>> model.info()["params"] > 4_000_000
+        True
+    """
+
+    FAMILY: ClassVar[str] = "rtmdet"
+    NAME_TOKEN: ClassVar[str] = "RTMDet"
+    TASKS: ClassVar[tuple[str, ...]] = ("detect",)
+    SIZES: ClassVar[tuple[str, ...]] = ("t", "s", "m", "l", "x")
+    DEFAULT_IMGSZ: ClassVar[int] = 640
+    STRIDE: ClassVar[int] = 32
+    LOSS_NAMES: ClassVar[tuple[str, ...]] = ("cls", "box")
+    OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5")  # strides 8, 16, 32
+    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
+
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
+    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
+    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded yet"
+
+    @classmethod
+    def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
+        from .nn import build_rtmdet
+
+        return build_rtmdet(size=size, nc=nc)
+
+    def postprocess(self, raw: Any, *, conf: float, iou: float, classes: list[int] | None,
+                    max_det: int, agnostic: bool) -> list[Tensor]:
+        from .postprocess import postprocess
+
+        return postprocess(raw, net=self.net, conf=conf, iou=iou, classes=classes, max_det=max_det,
+                           agnostic=agnostic)
+
+    def build_criterion(self) -> Any:
+        from .loss import RTMDetLoss
+
+        return RTMDetLoss(self.net)

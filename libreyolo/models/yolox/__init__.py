@@ -1,0 +1,1 @@
+"""YOLOX detection family (sizes nano, tiny, s, m, l, x)."""

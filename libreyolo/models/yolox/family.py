@@ -1,0 +1,86 @@
+"""YOLOX detection family: sizes nano, tiny, s, m, l, x (weights ``LibreYOLOX<size>.pt``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from .._base.family import Family
+from .variants import VARIANTS
+
+logger = logging.getLogger(__name__)
+
+
+class YOLOX(Family):
+    """YOLOX (arXiv:2107.08430). Default input size is per size: 416 for nano and tiny, 640
+    otherwise (``DEFAULT_IMGSZ`` is the 640 of the larger sizes; :meth:`default_imgsz` gives the
+    per-size value, which ``__init__`` uses when ``imgsz`` is not given).
+
+    Training hook: :meth:`on_close_mosaic` switches the criterion's L1 loss on for the last
+    no-augmentation epochs, as the reference recipe does.
+    """
+
+    FAMILY: ClassVar[str] = "yolox"
+    NAME_TOKEN: ClassVar[str] = "YOLOX"
+    TASKS: ClassVar[tuple[str, ...]] = ("detect",)
+    SIZES: ClassVar[tuple[str, ...]] = ("nano", "tiny", "s", "m", "l", "x")
+    DEFAULT_IMGSZ: ClassVar[int] = 640
+    STRIDE: ClassVar[int] = 32
+    LOSS_NAMES: ClassVar[tuple[str, ...]] = ("iou", "obj", "cls", "l1")
+    OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5")  # strides 8, 16, 32
+    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
+
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
+    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
+    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded yet"
+
+    def __init__(
+        self,
+        *,
+        size: str,
+        task: str = "detect",
+        nc: int = 80,
+        names: dict[int, str] | list[str] | None = None,
+        imgsz: int | None = None,
+    ) -> None:
+        if imgsz is None and size in VARIANTS:
+            imgsz = VARIANTS[size].imgsz
+        super().__init__(size=size, task=task, nc=nc, names=names, imgsz=imgsz)
+
+    @classmethod
+    def default_imgsz(cls, size: str) -> int:
+        """The reference input size of ``size`` (416 for nano/tiny, 640 otherwise)."""
+        v = VARIANTS.get(size)
+        return v.imgsz if v is not None else cls.DEFAULT_IMGSZ
+
+    @classmethod
+    def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
+        from .nn import build_yolox
+
+        return build_yolox(size=size, nc=nc)
+
+    def postprocess(self, raw: Any, *, conf: float, iou: float, classes: list[int] | None,
+                    max_det: int, agnostic: bool) -> list[Tensor]:
+        from .postprocess import postprocess
+
+        return postprocess(raw, net=self.net, conf=conf, iou=iou, classes=classes, max_det=max_det,
+                           agnostic=agnostic)
+
+    def build_criterion(self) -> Any:
+        from .loss import YOLOXLoss
+
+        return YOLOXLoss(self.net)
+
+    def on_close_mosaic(self, criterion: Any) -> None:
+        """Trainer hook, called when strong augmentation (mosaic) is switched off for the last
+        epochs: enables the L1 loss on raw box outputs (``criterion.use_l1 = True``).
+
+        The network and its outputs do not change, so captured training graphs stay valid;
+        only the eager criterion computes one more term.
+        """
+        if not getattr(criterion, "use_l1", True):
+            logger.info("yolox: L1 box loss enabled for the no-augmentation epochs")
+        criterion.use_l1 = True
