@@ -1,0 +1,418 @@
+"""Multi-scale deformable attention (Deformable DETR), shared by the deformable DETR families.
+
+Semantics (the Deformable DETR reference): for every query ``q`` and head ``h``, sample each
+feature level ``l`` at ``P`` normalised locations with bilinear interpolation (zero padding,
+``align_corners=False``, i.e. pixel ``x = loc_x * W_l - 0.5``) and sum the samples weighted by
+the attention weights.
+
+Layout of the op (``ms_deform_attn``):
+
+* ``value``              ``(B, S, H, C)``, S = sum of ``h_l * w_l`` (levels flattened row-major
+                         and concatenated in level order), float.
+* ``layout``             :class:`LevelLayout`: the level shapes as Python ints *and* as device
+                         tensors ``spatial_shapes (L, 2) int64 (h, w)`` and
+                         ``level_start_index (L,) int64``.
+* ``sampling_locations`` ``(B, Q, H, L, P, 2)`` float, ``(x, y)`` in ``[0, 1]``; or
+                         ``(B, Q, H, sum(P_l), 2)`` with ``num_points=(P_0, ..., P_{L-1})``
+                         (different point counts per level); or an *integer* tensor of pixel
+                         indices ``(x, y)`` (discrete sampling, nearest pixel, clamped).
+* ``attention_weights``  ``(B, Q, H, L, P)`` (or ``(B, Q, H, sum(P_l))``).
+* returns                ``(B, Q, H * C)`` in ``value.dtype``.
+
+Only the standard layout (same ``P`` on every level, float locations) consults the
+``ms_deform_attn`` kernel slot; the two other layouts always run the portable path here (K-8).
+
+Capture safety: the portable path splits ``value`` with the Python-int shapes of the layout and
+never reads a device value; :func:`level_layout` builds the device tensors with fill kernels
+(no host-to-device copy, no sync) and memoises them outside a capture, so a warm-up before
+capture makes the capture reuse the same tensors.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..errors import ConfigError
+from ..kernels import registry as _registry
+from ..kernels.attention import MS_DEFORM_ATTN, KernelFallback
+from ..kernels.context import eager_only, is_capturing
+
+logger = logging.getLogger(__name__)
+
+Shapes = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class LevelLayout:
+    """Level bookkeeping of one multi-scale feature pyramid.
+
+    shapes (tuple of (h, w) Python ints): static sizes, used for the portable path's splits.
+    spatial_shapes (Tensor[L, 2], int64, on the value device): the same sizes, for kernels.
+    level_start_index (Tensor[L], int64): offset of each level in the flattened ``S`` axis.
+    normalizer (Tensor[L, 2], int64): ``(w, h)`` per level, to turn pixel offsets into
+        normalised offsets without indexing a device tensor.
+    """
+
+    shapes: Shapes
+    spatial_shapes: Tensor
+    level_start_index: Tensor
+    normalizer: Tensor
+
+    @property
+    def num_levels(self) -> int:
+        return len(self.shapes)
+
+    @property
+    def total(self) -> int:
+        """S, the length of the flattened value axis."""
+        return sum(h * w for h, w in self.shapes)
+
+
+_CACHE_SIZE = 64
+_cache: OrderedDict[tuple[Shapes, torch.device], LevelLayout] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _normalise_shapes(shapes: Sequence[Sequence[int]]) -> Shapes:
+    try:
+        out = tuple((int(h), int(w)) for h, w in shapes)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(
+            f"level shapes must be a sequence of (h, w) Python ints, got {shapes!r}; pass "
+            "e.g. [tuple(f.shape[-2:]) for f in features]"
+        ) from e
+    if not out or any(h <= 0 or w <= 0 for h, w in out):
+        raise ConfigError(f"level shapes must be non-empty positive (h, w) pairs, got {out!r}")
+    return out
+
+
+def _build(shapes: Shapes, device: torch.device) -> LevelLayout:
+    # Fill kernels with scalar arguments: valid inside a capture (no pageable H2D copy).
+    num = len(shapes)
+    spatial = torch.empty((num, 2), dtype=torch.int64, device=device)
+    starts = torch.empty((num,), dtype=torch.int64, device=device)
+    norm = torch.empty((num, 2), dtype=torch.int64, device=device)
+    start = 0
+    for i, (h, w) in enumerate(shapes):
+        spatial[i, 0].fill_(h)
+        spatial[i, 1].fill_(w)
+        norm[i, 0].fill_(w)
+        norm[i, 1].fill_(h)
+        starts[i].fill_(start)
+        start += h * w
+    return LevelLayout(
+        shapes=shapes, spatial_shapes=spatial, level_start_index=starts, normalizer=norm
+    )
+
+
+def level_layout(
+    shapes: Sequence[Sequence[int]], *, device: torch.device | str = "cpu"
+) -> LevelLayout:
+    """The :class:`LevelLayout` of ``shapes`` on ``device``, memoised (bounded LRU).
+
+    In eager mode outside a CUDA-graph capture the result is cached, so the warm-up that precedes
+    a capture creates the tensors the graph then reads. Inside a capture a cache miss builds
+    fresh tensors (recorded fill kernels) that are not cached, because their values only exist
+    on replay; under tracing, compiling or export the layout is always built in the program.
+
+    Example:
+        >>> layout = level_layout([(8, 8), (4, 4)], device="cpu")
+        >>> layout.level_start_index.tolist()
+        [0, 64]
+    """
+    key = (_normalise_shapes(shapes), torch.device(device))
+    if not eager_only():
+        # tracing / compiling / exporting: build in the traced program, never cache (the tensors
+        # here may be fake or symbolic and must not leak into eager calls)
+        return _build(*key)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    layout = _build(*key)
+    if is_capturing():
+        return layout
+    with _cache_lock:
+        _cache[key] = layout
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return layout
+
+
+def _per_level_maps(value: Tensor, shapes: Shapes) -> list[Tensor]:
+    """Split ``value (B, S, H, C)`` into per-level maps ``(B*H, C, h, w)``."""
+    b, _, heads, c = value.shape
+    parts = value.split([h * w for h, w in shapes], dim=1)
+    # (B, h*w, H, C) -> (B, H, C, h*w) -> (B*H, C, h, w)
+    return [
+        p.permute(0, 2, 3, 1).reshape(b * heads, c, h, w)
+        for p, (h, w) in zip(parts, shapes, strict=True)
+    ]
+
+
+def _sample_bilinear(maps: list[Tensor], locations: list[Tensor]) -> list[Tensor]:
+    """``maps[l] (N, C, h, w)`` sampled at ``locations[l] (N, Q, P, 2)`` in [0, 1] ->
+    ``(N, C, Q, P)`` per level."""
+    return [
+        F.grid_sample(
+            m, 2.0 * loc - 1.0, mode="bilinear", padding_mode="zeros", align_corners=False
+        )
+        for m, loc in zip(maps, locations, strict=True)
+    ]
+
+
+def _sample_discrete(maps: list[Tensor], locations: list[Tensor]) -> list[Tensor]:
+    """Nearest-pixel gather with integer ``(x, y)`` indices (clamped to the level)."""
+    out = []
+    for m, loc in zip(maps, locations, strict=True):
+        n, c, h, w = m.shape
+        _, q, p, _ = loc.shape
+        x = loc[..., 0].clamp(0, w - 1)
+        y = loc[..., 1].clamp(0, h - 1)
+        flat = (y * w + x).reshape(n, 1, q * p).expand(n, c, q * p)  # (N, C, Q*P)
+        out.append(m.flatten(2).gather(2, flat).view(n, c, q, p))
+    return out
+
+
+def ms_deform_attn_portable(
+    value: Tensor,
+    shapes: Sequence[Sequence[int]],
+    sampling_locations: Tensor,
+    attention_weights: Tensor,
+    *,
+    num_points: Sequence[int] | None = None,
+) -> Tensor:
+    """Pure-PyTorch multi-scale deformable attention (the portable path; see module docs).
+
+    Args:
+        value (Tensor[B, S, H, C], float): flattened multi-level values.
+        shapes: ``(h, w)`` Python ints per level.
+        sampling_locations (Tensor[B, Q, H, L, P, 2] float in [0, 1], or integer pixel
+            indices; or [B, Q, H, sum(P_l), 2] with ``num_points``).
+        attention_weights (Tensor[B, Q, H, L, P] or [B, Q, H, sum(P_l)]).
+        num_points: per-level point counts for the mixed layout.
+
+    Returns:
+        Tensor[B, Q, H*C] in ``value.dtype``.
+
+    Example:
+        >>> v = torch.ones(1, 5, 1, 2)
+        >>> loc = torch.full((1, 1, 1, 2, 1, 2), 0.5)
+        >>> w = torch.full((1, 1, 1, 2, 1), 0.5)
+        >>> ms_deform_attn_portable(v, [(2, 2), (1, 1)], loc, w).tolist()
+        [[[1.0, 1.0]]]
+    """
+    shapes = _normalise_shapes(shapes)
+    b, _, heads, c = value.shape
+    q = sampling_locations.shape[1]
+    if num_points is None:
+        levels, points = sampling_locations.shape[3], sampling_locations.shape[4]
+        split = [points] * levels
+        loc = sampling_locations.flatten(3, 4)  # (B, Q, H, L*P, 2)
+        weights = attention_weights.flatten(3, 4)  # (B, Q, H, L*P)
+    else:
+        split = [int(p) for p in num_points]
+        loc, weights = sampling_locations, attention_weights
+    if len(split) != len(shapes):
+        raise ConfigError(
+            f"sampling locations address {len(split)} levels but the layout has {len(shapes)}; "
+            "build the layout from the same feature maps as the value"
+        )
+    discrete = not loc.is_floating_point()
+    # (B, Q, H, sumP, 2) -> (B, H, Q, sumP, 2) -> (B*H, Q, sumP, 2), then per level.
+    loc = loc.transpose(1, 2).flatten(0, 1)
+    if not discrete:
+        loc = loc.to(value.dtype)
+    locs = list(loc.split(split, dim=2))
+    maps = _per_level_maps(value, shapes)
+    samples = _sample_discrete(maps, locs) if discrete else _sample_bilinear(maps, locs)
+    stacked = torch.cat(samples, dim=-1)  # (B*H, C, Q, sumP)
+    w = weights.to(value.dtype).transpose(1, 2).reshape(b * heads, 1, q, sum(split))
+    out = (stacked * w).sum(-1)  # (B*H, C, Q)
+    return out.view(b, heads * c, q).transpose(1, 2).contiguous()  # (B, Q, H*C)
+
+
+def ms_deform_attn(
+    value: Tensor,
+    layout: LevelLayout,
+    sampling_locations: Tensor,
+    attention_weights: Tensor,
+    *,
+    num_points: Sequence[int] | None = None,
+) -> Tensor:
+    """Multi-scale deformable attention through the ``ms_deform_attn`` slot.
+
+    The standard layout asks the kernel registry for an implementation; when none applies
+    (CPU, export, tracing, no provider, ``LIBREYOLO_KERNELS=off``) or the layout is one of the
+    two special ones, the portable path runs. Tensor contract: see
+    :func:`ms_deform_attn_portable`.
+    """
+    standard = num_points is None and sampling_locations.is_floating_point()
+    # outside plain eager (tracing, compiling, exporting) no provider applies: skip the lookup
+    if standard and eager_only():
+        args = (
+            value,
+            layout.spatial_shapes,
+            layout.level_start_index,
+            sampling_locations,
+            attention_weights,
+        )
+        fn = _registry.resolve(MS_DEFORM_ATTN, *args)
+        if fn is not None:
+            try:
+                return fn(*args)
+            except KernelFallback as e:  # the provider disabled itself with one warning
+                logger.debug("ms_deform_attn: provider fell back: %s", e)
+    return ms_deform_attn_portable(
+        value, layout.shapes, sampling_locations, attention_weights, num_points=num_points
+    )
+
+
+class MSDeformAttn(nn.Module):
+    """Multi-scale deformable attention layer (Deformable DETR / RT-DETR decoders).
+
+    Args:
+        embed_dim: model width ``D`` (divisible by ``num_heads``).
+        num_heads: ``H``.
+        num_levels: ``L``.
+        num_points: ``P`` on every level, or one count per level (mixed layout).
+        method: ``"default"`` (bilinear) or ``"discrete"`` (nearest pixel, integer indices).
+        offset_scale: scale of the offsets for box reference points (``0.5`` in the papers).
+
+    forward(query, reference_points, value, shapes, value_mask=None):
+        query (Tensor[B, Q, D]); reference_points (Tensor[B, Q, L, 2] normalised centres, or
+        Tensor[B, Q, L, 4] normalised ``cx, cy, w, h`` boxes); value (Tensor[B, S, D]);
+        shapes: ``(h, w)`` per level (Python ints); value_mask (Tensor[B, S] bool, True =
+        padding, zeroed) -> Tensor[B, Q, D].
+
+    Example:
+        >>> m = MSDeformAttn(embed_dim=32, num_heads=4, num_levels=2, num_points=2)
+        >>> out = m(torch.rand(1, 3, 32), torch.rand(1, 3, 2, 2), torch.rand(1, 20, 32),
+        ...         [(4, 4), (2, 2)])
+        >>> tuple(out.shape)
+        (1, 3, 32)
+    """
+
+    def __init__(
+        self,
+        *,
+        embed_dim: int = 256,
+        num_heads: int = 8,
+        num_levels: int = 4,
+        num_points: int | Sequence[int] = 4,
+        method: Literal["default", "discrete"] = "default",
+        offset_scale: float = 0.5,
+    ) -> None:
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ConfigError(
+                f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}; pick a "
+                "head count that divides the width"
+            )
+        if method not in ("default", "discrete"):
+            raise ConfigError(f"method must be 'default' or 'discrete', got {method!r}")
+        points = [num_points] * num_levels if isinstance(num_points, int) else list(num_points)
+        if len(points) != num_levels or any(p <= 0 for p in points):
+            raise ConfigError(
+                f"num_points={num_points!r} must be a positive int or {num_levels} positive ints"
+            )
+        self.embed_dim, self.num_heads, self.num_levels = embed_dim, num_heads, num_levels
+        self.num_points_list = tuple(int(p) for p in points)
+        self.uniform = len(set(self.num_points_list)) == 1
+        self.method = method
+        self.offset_scale = offset_scale
+        total = sum(self.num_points_list)
+        self.sampling_offsets = nn.Linear(embed_dim, num_heads * total * 2)
+        self.attention_weights = nn.Linear(embed_dim, num_heads * total)
+        self.value_proj = nn.Linear(embed_dim, embed_dim)
+        self.output_proj = nn.Linear(embed_dim, embed_dim)
+        # 1/P_l per sampled point, for box reference points (a buffer: no host value in forward)
+        scale = torch.cat([torch.full((p,), 1.0 / p) for p in self.num_points_list])
+        self.register_buffer("point_scale", scale, persistent=False)
+        level = torch.cat([torch.full((p,), i, dtype=torch.int64) for i, p in enumerate(points)])
+        self.register_buffer("point_level", level, persistent=False)  # (sumP,) level of a point
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Offsets start on a ring of directions (one per head), growing with the point index;
+        attention weights start uniform."""
+        nn.init.zeros_(self.sampling_offsets.weight)
+        angles = torch.arange(self.num_heads, dtype=torch.float32) * (
+            2.0 * math.pi / self.num_heads
+        )
+        ring = torch.stack([angles.cos(), angles.sin()], -1)  # (H, 2)
+        ring = ring / ring.abs().max(-1, keepdim=True).values
+        bias = [
+            ring[:, None, :] * torch.arange(1, p + 1)[None, :, None] for p in self.num_points_list
+        ]
+        with torch.no_grad():
+            self.sampling_offsets.bias.copy_(torch.cat(bias, dim=1).flatten())
+        nn.init.zeros_(self.attention_weights.weight)
+        nn.init.zeros_(self.attention_weights.bias)
+        nn.init.xavier_uniform_(self.value_proj.weight)
+        nn.init.zeros_(self.value_proj.bias)
+        nn.init.xavier_uniform_(self.output_proj.weight)
+        nn.init.zeros_(self.output_proj.bias)
+
+    def forward(
+        self,
+        query: Tensor,
+        reference_points: Tensor,
+        value: Tensor,
+        shapes: Sequence[Sequence[int]],
+        value_mask: Tensor | None = None,
+    ) -> Tensor:
+        b, q, _ = query.shape
+        heads, total = self.num_heads, sum(self.num_points_list)
+        layout = level_layout(shapes, device=value.device)
+        if layout.num_levels != self.num_levels:
+            raise ConfigError(
+                f"MSDeformAttn has num_levels={self.num_levels} but got {layout.num_levels} "
+                "level shapes"
+            )
+        v = self.value_proj(value)
+        if value_mask is not None:
+            v = v.masked_fill(value_mask[..., None], 0.0)
+        v = v.view(b, v.shape[1], heads, self.embed_dim // heads)  # (B, S, H, C)
+        offsets = self.sampling_offsets(query).view(b, q, heads, total, 2)
+        # softmax over all levels and points of a (query, head)
+        weights = self.attention_weights(query).view(b, q, heads, total).softmax(-1)
+        # per-point level index -> reference and (w, h) normaliser per point: (B, Q, sumP, k)
+        ref = reference_points.index_select(2, self.point_level)
+        if reference_points.shape[-1] == 2:
+            norm = layout.normalizer.index_select(0, self.point_level).to(offsets.dtype)
+            loc = ref[:, :, None] + offsets / norm  # (B, Q, H, sumP, 2)
+        elif reference_points.shape[-1] == 4:
+            step = self.point_scale.to(offsets.dtype)[:, None] * ref[:, :, None, :, 2:]
+            loc = ref[:, :, None, :, :2] + offsets * step * self.offset_scale
+        else:
+            raise ConfigError(
+                "reference_points must end in 2 (cx, cy) or 4 (cx, cy, w, h), got shape "
+                f"{tuple(reference_points.shape)}"
+            )
+        if self.method == "discrete":
+            # nearest pixel (x, y) = floor(loc * (w, h)); the op clamps to the level
+            norm = layout.normalizer.index_select(0, self.point_level).to(loc.dtype)
+            loc = torch.floor(loc * norm).to(torch.int64)
+        if self.uniform:
+            levels, points = self.num_levels, self.num_points_list[0]
+            out = ms_deform_attn(
+                v,
+                layout,
+                loc.view(b, q, heads, levels, points, 2),
+                weights.view(b, q, heads, levels, points),
+            )
+        else:
+            out = ms_deform_attn(v, layout, loc, weights, num_points=self.num_points_list)
+        return self.output_proj(out)

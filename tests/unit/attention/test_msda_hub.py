@@ -1,0 +1,229 @@
+"""The Hub provider of ``ms_deform_attn``: loading, refusal rules and failure fallbacks, offline
+(a local pure-PyTorch kernel folder stands in for the compiled CUDA kernel)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+from libreyolo.kernels import registry
+from libreyolo.layers.msda import ms_deform_attn, ms_deform_attn_portable
+
+OP = "ms_deform_attn"
+KERNEL_SRC = textwrap.dedent(
+    """
+    import torch
+    from libreyolo.layers.msda import ms_deform_attn_portable
+    CALLS = []
+
+    def _shapes(s):
+        return [tuple(x) for x in s.tolist()]
+
+    def ms_deform_attn_forward(value, spatial_shapes, level_start_index, loc, w, im2col_step):
+        CALLS.append(("forward", im2col_step))
+        return ms_deform_attn_portable(value, _shapes(spatial_shapes), loc, w)
+
+    def ms_deform_attn_backward(value, spatial_shapes, level_start_index, loc, w, grad, step):
+        CALLS.append(("backward", step))
+        with torch.enable_grad():
+            xs = [t.detach().requires_grad_() for t in (value, loc, w)]
+            out = ms_deform_attn_portable(xs[0], _shapes(spatial_shapes), xs[1], xs[2])
+            return list(torch.autograd.grad(out, xs, grad))
+    """
+)
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    registry.resolve(OP)  # imports the providers (and triton) while TRITON_INTERPRET is set
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # only the Hub provider is eligible
+    monkeypatch.setattr(registry, "_warned", set(), raising=False)  # fresh warn-once state
+    registry.resolve(OP)  # imports the providers
+    from libreyolo.kernels.attention import msda_hub
+
+    pkg = tmp_path / "deformable-detr" / "build" / "torch-universal" / "deformable_detr"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(KERNEL_SRC)
+    yield msda_hub, tmp_path / "deformable-detr"
+    msda_hub.configure()
+    registry.register(OP, msda_hub.ms_deform_attn_hub, name="hub", predicate=msda_hub.applies)
+
+
+def _args(make_inputs, **kw):
+    shapes, layout, value, loc, w = make_inputs(**kw)
+    return shapes, (value, layout.spatial_shapes, layout.level_start_index, loc, w), layout
+
+
+def test_local_kernel_folder_loads_and_runs_forward_backward(hub, make_inputs):
+    msda_hub, folder = hub
+    msda_hub.configure(
+        loader=msda_hub.local_loader(folder), revision="a" * 40, devices=frozenset({"cpu"})
+    )
+    shapes, args, layout = _args(make_inputs, grad=True)
+    assert registry.resolve_name(OP, *args) == "hub"
+    out = ms_deform_attn(args[0], layout, args[3], args[4])
+    out.sum().backward()
+    calls = msda_hub.loaded().CALLS
+    assert [c[0] for c in calls] == ["forward", "backward"] and calls[0][1] == 2  # im2col step
+    ref = ms_deform_attn_portable(args[0].detach(), shapes, args[3].detach(), args[4].detach())
+    torch.testing.assert_close(out.detach(), ref)
+    assert args[0].grad is not None and args[3].grad is not None
+
+
+def test_refusals(hub, make_inputs, monkeypatch):
+    msda_hub, folder = hub
+    msda_hub.configure(
+        loader=msda_hub.local_loader(folder), revision="a" * 40, devices=frozenset({"cpu"})
+    )
+    _, args, _ = _args(make_inputs)
+    assert msda_hub.applies(*args)
+    for value in ("0", "false", "OFF", "no"):
+        monkeypatch.setenv("LIBREYOLO_HUB_KERNELS", value)
+        assert not msda_hub.applies(*args), value
+    monkeypatch.delenv("LIBREYOLO_HUB_KERNELS")
+    for probe in ("is_tracing", "is_compiling", "is_exporting", "is_onnx_exporting"):
+        with monkeypatch.context() as m:
+            m.setattr(f"libreyolo.kernels.context.{probe}", lambda: True)
+            assert not msda_hub.applies(*args), probe
+    v, s, st, loc, w = args
+    assert not msda_hub.applies(v.half(), s, st, loc.half(), w.half())  # float32 only
+    b, q, h, lv, p, _ = loc.shape
+    assert not msda_hub.applies(
+        v, s, st, loc.reshape(b, q, h, lv * p, 2), w.reshape(b, q, h, lv * p)
+    )
+    assert not msda_hub.applies(v, s, st, (loc * 4).long(), w)  # integer-index sampling
+    msda_hub.configure(loader=msda_hub.local_loader(folder), revision="a" * 40)  # CUDA only
+    assert not msda_hub.applies(*args)
+
+
+def test_never_loads_inside_capture(hub, make_inputs, monkeypatch):
+    msda_hub, _ = hub
+    loads = []
+    msda_hub.configure(
+        loader=lambda r, v: loads.append(r), revision="a" * 40, devices=frozenset({"cpu"})
+    )
+    monkeypatch.setattr(msda_hub, "is_capturing", lambda: True)
+    _, args, _ = _args(make_inputs)
+    assert not msda_hub.applies(*args)
+    assert loads == []
+
+
+def test_without_package_no_import_no_network(hub, make_inputs, monkeypatch):
+    msda_hub, _ = hub
+    msda_hub.configure(revision="a" * 40, devices=frozenset({"cpu"}))  # default loader
+    monkeypatch.setitem(sys.modules, "kernels", None)  # not installed
+
+    attempts = []
+
+    def no_socket(*a, **k):
+        attempts.append(a)  # recorded: a provider may swallow the error below
+        raise OSError("network access attempted")
+
+    monkeypatch.setattr(socket, "socket", no_socket)
+    monkeypatch.setattr(msda_hub, "default_loader", no_socket)
+    shapes, args, layout = _args(make_inputs)
+    assert registry.resolve_name(OP, *args) != "hub"
+    out = ms_deform_attn(args[0], layout, args[3], args[4])
+    torch.testing.assert_close(out, ms_deform_attn_portable(args[0], shapes, args[3], args[4]))
+    assert attempts == []
+    assert msda_hub.loaded() is None
+
+
+def test_unpinned_revision_declines(hub, make_inputs):
+    msda_hub, folder = hub
+    msda_hub.configure(loader=msda_hub.local_loader(folder), devices=frozenset({"cpu"}))
+    if msda_hub.HUB_REVISION is None:
+        _, args, _ = _args(make_inputs)
+        assert not msda_hub.applies(*args)
+    assert (
+        msda_hub.im2col_step(4) == 4
+        and msda_hub.im2col_step(96) == 48
+        and msda_hub.im2col_step(67) == 1
+    )
+
+
+def test_load_failure_disables_with_one_warning(hub, make_inputs):
+    msda_hub, _ = hub
+
+    def broken(repo, rev):
+        raise OSError("offline")
+
+    msda_hub.configure(loader=broken, revision="a" * 40, devices=frozenset({"cpu"}))
+    shapes, args, layout = _args(make_inputs)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            out = ms_deform_attn(args[0], layout, args[3], args[4])
+            registry.clear_cache()
+    assert len([w for w in rec if "disabled" in str(w.message)]) == 1
+    torch.testing.assert_close(out, ms_deform_attn_portable(args[0], shapes, args[3], args[4]))
+    assert registry.resolve_name(OP, *args) != "hub"
+
+
+def test_run_failure_disables_and_falls_back(hub, make_inputs, tmp_path):
+    msda_hub, folder = hub
+    init = folder / "build" / "torch-universal" / "deformable_detr" / "__init__.py"
+    init.write_text(
+        KERNEL_SRC.replace(
+            'CALLS.append(("forward", im2col_step))', 'raise RuntimeError("bad kernel")'
+        )
+    )
+    msda_hub.configure(
+        loader=msda_hub.local_loader(folder), revision="a" * 40, devices=frozenset({"cpu"})
+    )
+    shapes, args, layout = _args(make_inputs)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        out1 = ms_deform_attn(args[0], layout, args[3], args[4])
+        out2 = ms_deform_attn(args[0], layout, args[3], args[4])
+    assert len([w for w in rec if "disabled" in str(w.message)]) == 1
+    ref = ms_deform_attn_portable(args[0], shapes, args[3], args[4])
+    torch.testing.assert_close(out1, ref)
+    torch.testing.assert_close(out2, ref)
+    assert registry.resolve_name(OP, *args) != "hub"
+
+
+def test_backward_failure_disables_and_gives_portable_gradients(hub, make_inputs):
+    msda_hub, folder = hub
+    init = folder / "build" / "torch-universal" / "deformable_detr" / "__init__.py"
+    init.write_text(
+        KERNEL_SRC.replace('CALLS.append(("backward", step))', 'raise RuntimeError("bad bwd")')
+    )
+    msda_hub.configure(
+        loader=msda_hub.local_loader(folder), revision="a" * 40, devices=frozenset({"cpu"})
+    )
+    shapes, args, layout = _args(make_inputs, grad=True)
+    assert registry.resolve_name(OP, *args) == "hub"
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        out = ms_deform_attn(args[0], layout, args[3], args[4])
+        got = torch.autograd.grad(out.sum(), (args[0], args[3], args[4]))
+    assert len([w for w in rec if "disabled" in str(w.message)]) == 1
+    ref = ms_deform_attn_portable(args[0], shapes, args[3], args[4])
+    want = torch.autograd.grad(ref.sum(), (args[0], args[3], args[4]))
+    for g, r in zip(got, want, strict=True):
+        torch.testing.assert_close(g, r)
+    assert registry.resolve_name(OP, *args) != "hub"
+
+
+def test_hub_is_tried_before_triton(hub, make_inputs, monkeypatch):
+    import triton
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if not isinstance(triton.language.zeros, InterpretedFunction):
+        pytest.skip("needs TRITON_INTERPRET=1 set before triton is imported (CPU Triton)")
+    msda_hub, folder = hub
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    msda_hub.configure(
+        loader=msda_hub.local_loader(folder), revision="a" * 40, devices=frozenset({"cpu"})
+    )
+    _, args, _ = _args(make_inputs)
+    assert registry.resolve_name(OP, *args) == "hub"  # registered last = newest = first
+    monkeypatch.setenv("LIBREYOLO_HUB_KERNELS", "off")
+    registry.clear_cache()
+    assert registry.resolve_name(OP, *args) == "triton"
