@@ -64,7 +64,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def model_metadata(model: Family) -> dict[str, Any]:
-    return {
+    meta = {
         "format": FORMAT,
         "version": __version__,
         "family": model.FAMILY,
@@ -74,6 +74,11 @@ def model_metadata(model: Family) -> dict[str, Any]:
         "names": dict(model.names),
         "imgsz": model.imgsz,
     }
+    if getattr(model, "quant", None) is not None:
+        from ..quant.model import quant_metadata
+
+        meta["quant"] = quant_metadata(model)
+    return meta
 
 
 def save_model(model: Family, path: Path, *, extra: dict[str, Any] | None = None,
@@ -154,6 +159,13 @@ def model_from_checkpoint(obj: dict[str, Any], where: str) -> Family:
                     names=meta["names"], imgsz=meta.get("imgsz"))
     except ConfigError as e:
         raise CheckpointError(f"checkpoint {where!r} metadata does not describe a buildable model: {e}") from e
+    if meta.get("quant"):
+        from ..quant.model import restore_quant_structure
+
+        try:
+            restore_quant_structure(model, meta["quant"])
+        except ConfigError as e:
+            raise CheckpointError(f"checkpoint {where!r}: cannot rebuild its quantized layers: {e}") from e
     load_state_into(model, obj["model"], strict=True, where=where)
     model.ckpt_path = where
     model.train_args = dict(obj.get("train_args") or {})
