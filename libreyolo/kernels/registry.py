@@ -320,7 +320,7 @@ def _choose(op: str, args: tuple, kwargs: dict) -> tuple[str, Callable[..., Any]
 
 def _resolve(op: str, args: tuple, kwargs: dict) -> tuple[str, Callable[..., Any] | None]:
     _load_providers(op)
-    key = (op, _signature(args, kwargs), _context_key(), override())
+    key = (op, _signature(args, kwargs), _context_key(), override(), env.get_flag("LIBREYOLO_HUB_KERNELS"))
     with _lock:
         hit = _cache.get(key)
         if hit is not None:

@@ -1,6 +1,6 @@
-"""YOLOv7 detection family: sizes tiny and b (the paper's YOLOv7-tiny and YOLOv7).
+"""YOLOv7 detection family: sizes tiny, b and x (the paper's YOLOv7-tiny, YOLOv7, YOLOv7-X).
 
-Weights names: ``LibreYOLO7tiny.pt``, ``LibreYOLO7b.pt``.
+Weights names: ``LibreYOLO7tiny.pt``, ``LibreYOLO7b.pt``, ``LibreYOLO7x.pt``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ class YOLO7(Family):
     FAMILY: ClassVar[str] = "yolo7"
     NAME_TOKEN: ClassVar[str] = "YOLO7"
     TASKS: ClassVar[tuple[str, ...]] = ("detect",)
-    SIZES: ClassVar[tuple[str, ...]] = ("tiny", "b")
+    SIZES: ClassVar[tuple[str, ...]] = ("tiny", "b", "x")
     DEFAULT_IMGSZ: ClassVar[int] = 640
     STRIDE: ClassVar[int] = 32
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "obj", "cls")

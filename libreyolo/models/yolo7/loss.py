@@ -181,7 +181,7 @@ class YOLO7Loss(nn.Module):
         self.nc = int(net.nc)
         self.na = int(net.na)
         self.strides = tuple(int(s) for s in net.strides)
-        self.anchors = net.head.anchors  # (nl, na, 2) pixels; read live (buffer of the net)
+        self._head = [net.head]  # a list, so the head is not registered as a sub-module here
         self.hyp: dict[str, float] = {"box": box, "obj": obj, "cls": cls * self.nc / 80}
         self.anchor_t, self.balance, self.topk, self.iou_weight = anchor_t, tuple(balance), topk, iou_weight
 
@@ -191,7 +191,7 @@ class YOLO7Loss(nn.Module):
         img_hw = (ps[0].shape[2] * self.strides[0], ps[0].shape[3] * self.strides[0])
         targets = flat_targets(batch, dev)
         grids = [(p.shape[2], p.shape[3]) for p in ps]
-        anchors = self.anchors.to(dev).float()
+        anchors = self._head[0].anchors.to(dev).float()  # (nl, na, 2) pixels, read live
         cand = find_candidates(targets, grids=grids, anchors=anchors, strides=self.strides,
                                anchor_t=self.anchor_t)
         assigned = ota_assign(ps, targets, cand, anchors=anchors, strides=self.strides, img_hw=img_hw,

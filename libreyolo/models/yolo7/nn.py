@@ -1,5 +1,5 @@
-"""YOLOv7 detection network (sizes tiny, b): E-ELAN backbone, SPPCSPC + PAN neck, RepConv (b)
-or 3x3 conv (tiny) in front of an anchor-based head (deploy form: implicit layers folded).
+"""YOLOv7 detection network (sizes tiny, b, x): E-ELAN backbone, SPPCSPC + PAN neck, RepConv (b)
+or 3x3 conv (tiny, x) in front of an anchor-based head (deploy form: implicit layers folded).
 
 Contract (the rest of the library depends on it): input Tensor[B, 3, H, W] float in [0, 1],
 H and W multiples of 32; output, in train and eval mode alike, a list of three tensors for

@@ -1,10 +1,10 @@
 """YOLOv7 size table, as data.
 
-Channel numbers are those of the reference deploy configurations (``cfg/deploy/yolov7.yaml``
-and ``cfg/deploy/yolov7-tiny.yaml`` of WongKinYiu/yolov7). An ELAN entry is
+Channel numbers are those of the reference deploy configurations (``cfg/deploy/yolov7-tiny.yaml``,
+``cfg/deploy/yolov7.yaml`` and ``cfg/deploy/yolov7x.yaml`` of WongKinYiu/yolov7). An ELAN entry is
 ``(c_branch, c_mid, n, tap, c_out)`` = :class:`libreyolo.layers.elan7.ELAN7` arguments.
 Anchors are the published ones (pixels, three (w, h) pairs per level, strides 8, 16, 32).
-Loss gains are the reference recipes' (``hyp.scratch.p5.yaml`` for the base model,
+Loss gains are the reference recipes' (``hyp.scratch.p5.yaml`` for b and x,
 ``hyp.scratch.tiny.yaml`` for tiny).
 """
 
@@ -92,5 +92,22 @@ VARIANTS: dict[str, YOLO7Variant] = {
                  (142, 110, 192, 243, 459, 401)),
         box=0.05, obj=0.7, cls=0.3,
         paper_params_m=36.9,
+    ),
+    "x": YOLO7Variant(
+        size="x", act="silu",
+        stem=((40, 3, 1), (80, 3, 2), (80, 3, 1), (160, 3, 2)),
+        down="mp", down_c=(160, 320, 640),
+        backbone=((64, 64, 6, 2, 320), (128, 128, 6, 2, 640), (256, 256, 6, 2, 1280),
+                  (256, 256, 6, 2, 1280)),
+        spp=("sppcspc", 640),
+        lateral=(320, 160),
+        top=((256, 256, 6, 2, 320), (128, 128, 6, 2, 160)),
+        neck_down=("mp", 160, 320),
+        bottom=((256, 256, 6, 2, 320), (512, 512, 6, 2, 640)),
+        head_conv=("conv", (320, 640, 1280)),
+        anchors=((12, 16, 19, 36, 40, 28), (36, 75, 76, 55, 72, 146),
+                 (142, 110, 192, 243, 459, 401)),
+        box=0.05, obj=0.7, cls=0.3,
+        paper_params_m=71.3,
     ),
 }
