@@ -3,7 +3,9 @@ family is gone."""
 
 from ..registry import register_family
 from .yolo9.family import YOLO9
+from .yolo7.family import YOLO7
 from .yolox.family import YOLOX
 
 register_family(YOLO9)
 register_family(YOLOX)
+register_family(YOLO7)

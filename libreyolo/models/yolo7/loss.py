@@ -182,7 +182,10 @@ class YOLO7Loss(nn.Module):
         self.na = int(net.na)
         self.strides = tuple(int(s) for s in net.strides)
         self._head = [net.head]  # a list, so the head is not registered as a sub-module here
-        self.hyp: dict[str, float] = {"box": box, "obj": obj, "cls": cls * self.nc / 80}
+        # Loss gains as in the reference recipe; the nc / 80 and input-area scalings are applied
+        # in forward. Deliberately not named ``hyp``: the trainer overwrites a criterion's
+        # ``hyp`` keys with its own (YOLOv9-recipe) defaults, which are wrong for this loss.
+        self.gains: dict[str, float] = {"box": box, "obj": obj, "cls": cls}
         self.anchor_t, self.balance, self.topk, self.iou_weight = anchor_t, tuple(balance), topk, iou_weight
 
     def forward(self, preds: list[Tensor] | tuple[Tensor, ...], batch: dict[str, Any]) -> tuple[Tensor, Tensor]:
@@ -215,6 +218,7 @@ class YOLO7Loss(nn.Module):
                     onehot = F.one_hot(targets[t.gt, 1].long(), self.nc).float()
                     lcls = lcls + F.binary_cross_entropy_with_logits(q[:, 5:], onehot)
             lobj = lobj + F.binary_cross_entropy_with_logits(p[..., 4], tobj) * self.balance[i]
-        obj_gain = self.hyp["obj"] * img_hw[0] * img_hw[1] / 640**2
-        items = torch.stack((lbox * self.hyp["box"], lobj * obj_gain, lcls * self.hyp["cls"]))
+        g = self.gains
+        obj_gain = g["obj"] * img_hw[0] * img_hw[1] / 640**2
+        items = torch.stack((lbox * g["box"], lobj * obj_gain, lcls * g["cls"] * self.nc / 80))
         return items.sum() * bsz, items.detach()
