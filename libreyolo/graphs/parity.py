@@ -233,7 +233,9 @@ def git_commit() -> str:
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        import os
+
+        return os.environ.get("LIBREYOLO_COMMIT", "unknown")
     return sha + ("+dirty" if dirty else "")
 
 

@@ -3,9 +3,11 @@ family is gone."""
 
 from ..registry import register_family
 from .yolo9.family import YOLO9
+from .rtmdet.family import RTMDet
 from .yolo7.family import YOLO7
 from .yolox.family import YOLOX
 
 register_family(YOLO9)
 register_family(YOLOX)
 register_family(YOLO7)
+register_family(RTMDet)

@@ -231,15 +231,15 @@ class RTMDetLoss(nn.Module):
 
         gt_labels, gt_bboxes, mask_gt = build_targets(batch, batch_size=bsz, img_hw=img_hw, device=dev)
         t = self.assigner(cls_logits.detach(), pred_bboxes.detach(), points, strides, gt_labels, gt_bboxes, mask_gt)
-        fg = t.fg_mask
         avg = t.ious.sum().clamp(min=1.0)
 
         target = torch.zeros_like(cls_logits)
         target.scatter_(-1, t.labels[..., None], t.ious[..., None])  # ious are 0 on background
         loss_cls = quality_focal_loss(cls_logits, target, beta=self.qfl_beta).sum() / avg
-        if bool(fg.any()):
-            loss_box = (giou_loss(pred_bboxes[fg], t.bboxes[fg]) * t.ious[fg]).sum() / avg
-        else:
-            loss_box = pred_bboxes.sum() * 0.0
+        # dense over all points instead of boolean indexing (no host sync); background points
+        # compare the target with itself and carry weight 0, so they add nothing, not even NaN
+        pred_fg = torch.where(t.fg_mask[..., None], pred_bboxes, t.bboxes)
+        giou = giou_loss(pred_fg.reshape(-1, 4), t.bboxes.reshape(-1, 4)).view(bsz, -1)  # (B, A)
+        loss_box = (giou * t.ious).sum() / avg
         items = torch.stack((loss_cls * self.loss_weights["cls"], loss_box * self.loss_weights["box"]))
         return items.sum() * bsz, items.detach()

@@ -1,0 +1,16 @@
+# Sourced by the GPU session scripts: carried wheels, PYTHONPATH, a results folder.
+set -u
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+R=${R:-/tmp/res}
+mkdir -p "$R"
+COMMIT=${COMMIT:-unknown}
+export LIBREYOLO_COMMIT=$COMMIT
+nvidia-smi > "$R/nvidia-smi.txt" 2>&1 || true
+python3 -c "import torch,triton;print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0))" | tee "$R/env.txt"
+pack() { tar czf "$OUT/results.tgz" -C "$R" . ; ls -la "$OUT"; }

@@ -1,0 +1,138 @@
+"""RTMDet on CUDA: assigner and criterion equal their CPU results, AMP training steps, graph
+replay of the net bit-identical to eager.
+
+Run on a GPU machine: ``python -m pytest tests/gpu/test_rtmdet_gpu.py -q``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from libreyolo.models.rtmdet.family import RTMDet
+from libreyolo.models.rtmdet.loss import build_targets
+from libreyolo.models.rtmdet.postprocess import decode_boxes, grid_points
+from libreyolo.ops.anchors import flatten_levels
+
+pytestmark = pytest.mark.cuda
+
+CUDA = torch.device("cuda")
+
+
+def _batch(b: int, imgsz: int, nc: int, device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    idx, cls, boxes = [], [], []
+    for i in range(b):
+        n = 0 if i == b - 1 else int(torch.randint(1, 12, (1,), generator=g))  # last image: no boxes
+        wh = torch.rand(n, 2, generator=g) * 0.4 + 0.03
+        c = torch.rand(n, 2, generator=g) * (1 - wh) + wh / 2
+        idx.append(torch.full((n,), i))
+        cls.append(torch.randint(0, nc, (n,), generator=g))
+        boxes.append(torch.cat((c, wh), 1))
+    return {"img": torch.rand(b, 3, imgsz, imgsz, generator=g).to(device),
+            "batch_idx": torch.cat(idx).to(device), "cls": torch.cat(cls).to(device),
+            "bboxes": torch.cat(boxes).to(device)}
+
+
+def _bias_boxes(net: torch.nn.Module) -> None:
+    """Start from boxes of a few strides so that IoUs, and the assignment, are not all ~0."""
+    with torch.no_grad():
+        for conv in net.head.rtm_reg:
+            conv.bias.fill_(math.log(1.5) if net.exp_on_reg else 1.5)
+
+
+def test_assignment_on_cuda_equals_cpu() -> None:
+    torch.manual_seed(0)
+    model = RTMDet(size="t", nc=5)
+    net = model.net.cuda().train()
+    _bias_boxes(net)
+    batch = _batch(4, 320, 5, CUDA)
+    with torch.no_grad():
+        preds = net(batch["img"])
+    crit = model.build_criterion()
+    out = {}
+    for dev in ("cuda", "cpu"):
+        feats = [p.to(dev).float() for p in preds]
+        flat = flatten_levels(feats).transpose(1, 2)
+        pts, st = grid_points([tuple(f.shape[2:]) for f in feats], (8, 16, 32), device=dev)
+        boxes = decode_boxes(flat[..., :4], pts, st, exp_on_reg=False)
+        gl, gb, gm = build_targets({k: v.to(dev) for k, v in batch.items()}, batch_size=4, img_hw=(320, 320),
+                                   device=torch.device(dev))
+        out[dev] = crit.assigner(flat[..., 4:], boxes, pts, st, gl, gb, gm)
+    fg = out["cpu"].fg_mask
+    assert int(fg.sum()) > 10
+    assert torch.equal(out["cuda"].fg_mask.cpu(), fg)
+    assert torch.equal(out["cuda"].gt_idx.cpu()[fg], out["cpu"].gt_idx[fg])
+    torch.testing.assert_close(out["cuda"].ious.cpu(), out["cpu"].ious, rtol=1e-5, atol=1e-6)
+
+
+def test_criterion_on_cuda_matches_cpu() -> None:
+    torch.manual_seed(0)
+    model = RTMDet(size="s", nc=5)
+    net = model.net.cuda().train()
+    _bias_boxes(net)
+    batch = _batch(4, 320, 5, CUDA)
+    with torch.no_grad():
+        preds = net(batch["img"])
+    crit = model.build_criterion()
+    loss_g, items_g = crit(preds, batch)
+    loss_c, items_c = crit([p.cpu() for p in preds], {k: v.cpu() for k, v in batch.items()})
+    torch.testing.assert_close(items_g.cpu(), items_c, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(loss_g.cpu(), loss_c, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", ["t", "m"])  # m: exp_on_reg
+def test_amp_train_steps_finite_and_decreasing(size: str) -> None:
+    torch.manual_seed(0)
+    model = RTMDet(size=size, nc=6)
+    net = model.net.cuda().train()
+    _bias_boxes(net)
+    crit = model.build_criterion()
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda")
+    batch = _batch(8, 640, 6, CUDA)
+    losses = []
+    for _ in range(20):
+        with torch.autocast("cuda", dtype=torch.float16):
+            preds = net(batch["img"])
+        loss, items = crit(preds, batch)
+        assert torch.isfinite(loss) and torch.isfinite(items).all()
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        losses.append(float(loss.detach()))
+    assert sum(losses[-5:]) < 0.8 * sum(losses[:5]), losses  # the loss fits a repeated batch
+
+
+@pytest.mark.parametrize("size", ["t", "s"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_net_graph_replay_is_bitwise_eager(size: str, dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    model = RTMDet(size=size, nc=80)
+    net = model.net.cuda().eval()
+    net.fuse()
+    static = torch.zeros(1, 3, 640, 640, device="cuda")
+    amp = torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32, cache_enabled=False)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(s), amp:
+        for _ in range(3):
+            net(static)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(g, capture_error_mode="thread_local"), amp:
+        outs = net(static)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    probes = (torch.rand(1, 3, 640, 640, device="cuda", generator=gen),
+              torch.linspace(0, 1, 640 * 640 * 3, device="cuda").view(1, 3, 640, 640))
+    for x in probes:
+        static.copy_(x)
+        g.replay()
+        replayed = [o.clone() for o in outs]
+        with torch.no_grad(), amp:
+            eager = net(x)
+        for a, b in zip(replayed, eager, strict=True):
+            assert torch.equal(a, b)
