@@ -38,6 +38,9 @@ def atomic_save(obj: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; checkpoints are ordinary files
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
             f.flush()

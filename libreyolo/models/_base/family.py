@@ -252,7 +252,7 @@ class Family:
 
     __call__ = predict
 
-    def train(self, **overrides: Any) -> Any:
+    def train(self, **overrides: Any) -> dict[str, Any]:
         """Train on a YOLO-format dataset; keys as in :class:`libreyolo.training.config.TrainConfig`.
 
         Example:

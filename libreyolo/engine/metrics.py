@@ -1,0 +1,134 @@
+"""Detection metrics in plain numpy: COCO-style matching and 101-point AP, precision and recall.
+
+This is an independent implementation of the COCO bbox protocol (area range "all", one
+max-detections cap), used to cross-check faster-coco-eval in tests and to compute precision and
+recall at the best-F1 confidence, which COCO's summary does not report.
+
+Protocol: per image and class, detections sorted by score (highest first, at most ``max_dets``
+per image) are matched greedily to the unmatched ground truth of highest IoU >= threshold.
+Per class, the precision envelope is made non-increasing and sampled at the 101 recall points
+0, 0.01, ..., 1 (precision 0 past the largest recall reached); AP is their mean. Classes without
+ground truth are left out of the means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)
+RECALL_POINTS = np.linspace(0.0, 1.0, 101)
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a (ndarray[N, 4]) xyxy, b (ndarray[M, 4]) xyxy -> IoU (ndarray[N, M])."""
+    lt = np.maximum(a[:, None, :2], b[None, :, :2])
+    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.clip(rb - lt, 0, None).prod(-1)
+    area_a = np.clip(a[:, 2:] - a[:, :2], 0, None).prod(-1)
+    area_b = np.clip(b[:, 2:] - b[:, :2], 0, None).prod(-1)
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
+def match_image(pred_boxes: np.ndarray, pred_scores: np.ndarray, pred_cls: np.ndarray, gt_boxes: np.ndarray,
+                gt_cls: np.ndarray, *, iou_thresholds: np.ndarray = IOU_THRESHOLDS,
+                max_dets: int = 100) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Match one image's detections to its ground truth.
+
+    Returns (tp (ndarray[K, T] bool), scores (ndarray[K]), classes (ndarray[K])) for the K kept
+    detections (the ``max_dets`` highest-scoring of each class, as COCO does).
+    """
+    order = np.argsort(-pred_scores, kind="stable")
+    boxes, scores, cls = pred_boxes[order], pred_scores[order], pred_cls[order]
+    keep = np.zeros(len(order), dtype=bool)
+    tp = np.zeros((len(order), len(iou_thresholds)), dtype=bool)
+    for c in np.unique(cls):
+        di = np.nonzero(cls == c)[0][:max_dets]  # score order; COCO caps per image and class
+        keep[di] = True
+        gi = np.nonzero(gt_cls == c)[0]
+        if len(gi) == 0:
+            continue
+        ious = iou_matrix(boxes[di], gt_boxes[gi])
+        best = ious.max(1)
+        for t, thr in enumerate(iou_thresholds):
+            taken = np.zeros(len(gi), dtype=bool)
+            for row in np.nonzero(best >= min(thr, 1 - 1e-10))[0]:  # others cannot match at thr
+                if taken.all():
+                    break
+                d = di[row]
+                cand = np.where(taken, -1.0, ious[row])
+                j = int(np.argmax(cand))
+                if cand[j] >= min(thr, 1 - 1e-10):
+                    taken[j] = True
+                    tp[d, t] = True
+    return tp[keep], scores[keep], cls[keep]
+
+
+def interpolated_ap(recall: np.ndarray, precision: np.ndarray) -> float:
+    """COCO 101-point AP from a (recall, precision) curve in score order."""
+    env = np.maximum.accumulate(precision[::-1])[::-1] if len(precision) else precision
+    idx = np.searchsorted(recall, RECALL_POINTS, side="left")
+    sampled = np.array([env[i] if i < len(env) else 0.0 for i in idx])
+    return float(sampled.mean())
+
+
+@dataclass(frozen=True, kw_only=True)
+class DetectionMetrics:
+    """Summary of :func:`evaluate`.
+
+    ap (ndarray[C', T]) per evaluated class and IoU threshold; classes (ndarray[C']) their ids;
+    precision / recall at the confidence that maximises the class-mean F1 (IoU 0.5).
+    """
+
+    ap: np.ndarray
+    classes: np.ndarray
+    precision: float
+    recall: float
+    best_conf: float
+
+    @property
+    def map50(self) -> float:
+        return float(self.ap[:, 0].mean()) if len(self.ap) else 0.0
+
+    @property
+    def map(self) -> float:
+        return float(self.ap.mean()) if len(self.ap) else 0.0
+
+
+def evaluate(tp: np.ndarray, scores: np.ndarray, pred_cls: np.ndarray, gt_cls: np.ndarray) -> DetectionMetrics:
+    """Per-class AP and best-F1 precision/recall from matched detections of a whole dataset.
+
+    tp (ndarray[K, T] bool), scores (ndarray[K]), pred_cls (ndarray[K]) concatenated over images
+    (from :func:`match_image`); gt_cls (ndarray[G]) every ground-truth class id.
+    """
+    classes = np.unique(gt_cls).astype(int)
+    t = tp.shape[1] if tp.ndim == 2 else len(IOU_THRESHOLDS)
+    ap = np.zeros((len(classes), t))
+    conf_grid = np.linspace(0, 1, 1000)
+    p_curve = np.zeros((len(classes), len(conf_grid)))
+    r_curve = np.zeros((len(classes), len(conf_grid)))
+    order = np.argsort(-scores, kind="stable")
+    tp, scores, pred_cls = tp[order], scores[order], pred_cls[order]
+    for ci, c in enumerate(classes):
+        sel = pred_cls == c
+        n_gt = int((gt_cls == c).sum())
+        if not sel.any():
+            continue
+        ctp = np.cumsum(tp[sel], 0)
+        cfp = np.cumsum(~tp[sel], 0)
+        rec = ctp / n_gt
+        prec = ctp / (ctp + cfp)
+        for j in range(t):
+            ap[ci, j] = interpolated_ap(rec[:, j], prec[:, j])
+        s = scores[sel]
+        # precision / recall as functions of the confidence threshold (IoU 0.5); scores descend
+        r_curve[ci] = np.interp(-conf_grid, -s, rec[:, 0], left=0)
+        p_curve[ci] = np.interp(-conf_grid, -s, prec[:, 0], left=1)
+    if len(classes) == 0:
+        return DetectionMetrics(ap=ap, classes=classes, precision=0.0, recall=0.0, best_conf=0.0)
+    f1 = 2 * p_curve * r_curve / np.maximum(p_curve + r_curve, 1e-16)
+    best = int(f1.mean(0).argmax())
+    return DetectionMetrics(ap=ap, classes=classes, precision=float(p_curve[:, best].mean()),
+                            recall=float(r_curve[:, best].mean()), best_conf=float(conf_grid[best]))

@@ -1,0 +1,264 @@
+"""Validation: COCO-style mAP50-95 / mAP50 through faster-coco-eval, plus precision and recall.
+
+Predictions and ground truth are compared in ORIGINAL image pixels: predictions are mapped back
+through each image's letterbox (``ratio_pad``), and so is the ground truth, which the dataset
+hands over normalised to the network input.
+
+- mAP50-95 and mAP50: ``faster_coco_eval.COCOeval_faster`` (bbox, area "all", 100 detections
+  per image and class as in COCO; classes without ground truth are left out).
+- precision and recall: at the confidence that maximises the class-mean F1 at IoU 0.5, computed
+  by :mod:`libreyolo.engine.metrics` over every kept detection (conf >= ``conf``, default 0.001).
+- fitness (what training uses to pick best.pt): ``0.1 * mAP50 + 0.9 * mAP50-95``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..errors import ConfigError, check_keys
+from ..ops.boxes import scale_boxes, xywh_to_xyxy
+from . import metrics as M
+
+if TYPE_CHECKING:
+    from ..models._base.family import Family
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValConfig:
+    """Keys accepted by ``model.val(**overrides)``."""
+
+    data: str | None = None
+    batch: int = 16
+    imgsz: int | None = None
+    conf: float = 0.001
+    iou: float = 0.7
+    max_det: int = 300
+    device: str | None = None
+    split: Literal["val", "train"] = "val"
+    half: bool = False
+    workers: int = 4
+    verbose: bool = True
+    plots: bool = False
+
+    @classmethod
+    def from_overrides(cls, overrides: dict[str, Any]) -> ValConfig:
+        from ..training.config import _coerce
+
+        names = [f.name for f in dataclasses.fields(cls)]
+        check_keys(overrides, names, what="val")
+        hints = typing.get_type_hints(cls)
+        cfg = cls(**{k: _coerce(k, v, hints[k]) for k, v in overrides.items()})
+        for key in ("conf", "iou"):
+            if not 0.0 <= getattr(cfg, key) <= 1.0:
+                raise ConfigError(f"{key} must be in [0, 1], got {getattr(cfg, key)}")
+        if cfg.batch < 1 or cfg.max_det < 1 or cfg.workers < 0:
+            raise ConfigError("batch and max_det must be >= 1 and workers >= 0")
+        return cfg
+
+
+def fitness(m: dict[str, float]) -> float:
+    return 0.1 * m["mAP50"] + 0.9 * m["mAP50-95"]
+
+
+def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
+    """Validate ``model`` on a dataset split; returns mAP50-95, mAP50, precision, recall, fitness.
+
+    Example:
+        >>> metrics = LibreYOLO("LibreYOLO9t.pt").val(data="shapes", imgsz=320)  # doctest: +SKIP
+        >>> metrics["mAP50-95"]  # doctest: +SKIP
+    """
+    from ..data.config import load_data_config
+    from ..data.dataset import DetectionDataset
+    from ..data.loader import build_dataloader
+    from ..models._base.family import select_device
+
+    cfg = ValConfig.from_overrides(overrides)
+    data = cfg.data or model.train_args.get("data")
+    if not data:
+        raise ConfigError("val needs a dataset: pass data='my-dataset.yaml' (or data='shapes')")
+    dcfg = load_data_config(str(data))
+    if dcfg.nc != model.nc:
+        raise ConfigError(f"the model predicts {model.nc} classes but {data!r} has {dcfg.nc}; "
+                          "validate on the dataset the model was trained for")
+    if cfg.plots:
+        logger.warning("val: plots=True is not implemented yet; no plots are written")
+    imgsz = int(cfg.imgsz or model.imgsz)
+    if imgsz % model.stride:
+        raise ConfigError(f"imgsz must be a multiple of {model.stride}, got {imgsz}")
+    device = select_device(cfg.device) if cfg.device is not None else model.device
+    model.to(device)
+    ds = DetectionDataset(list(getattr(dcfg, cfg.split)), imgsz=imgsz, augment=False, hyp=None, nc=dcfg.nc,
+                          rect=False, prefix=f"{cfg.split}: ")
+    loader = build_dataloader(ds, batch=cfg.batch, workers=cfg.workers, shuffle=False, seed=0,
+                              pin_memory=device.type == "cuda")
+    amp = (torch.float16 if device.type == "cuda" else torch.bfloat16) if cfg.half else None
+    return run_validation(model=model, net=model.net, loader=loader, names=dcfg.names, conf=cfg.conf, iou=cfg.iou,
+                          max_det=cfg.max_det, amp_dtype=amp, verbose=cfg.verbose, progress=cfg.verbose)
+
+
+def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict[str, Any]], names: dict[int, str],
+                   conf: float = 0.001, iou: float = 0.7, max_det: int = 300, amp_dtype: torch.dtype | None = None,
+                   verbose: bool = True, progress: bool = True) -> dict[str, float]:
+    """Run ``net`` (e.g. the EMA copy during training) over ``loader`` and score it.
+
+    ``model.postprocess`` decodes the raw outputs; it reads only the head's structure, so any net
+    of the same architecture may be passed.
+    """
+    from tqdm import tqdm
+
+    device = next(net.parameters()).device
+    was_training = net.training
+    net.eval()
+    collector = _Collector()
+    t_inf = 0.0
+    n_img = 0
+    bar = tqdm(loader, desc="val", leave=False, disable=not progress, dynamic_ncols=True)
+    try:
+        with torch.inference_mode():
+            for batch in bar:
+                imgs = batch["img"].to(device, non_blocking=True).float().div_(255.0)
+                t0 = time.perf_counter()
+                ctx = (torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None
+                       else contextlib.nullcontext())
+                with ctx:
+                    raw = net(imgs)
+                dets = model.postprocess(raw, conf=conf, iou=iou, classes=None, max_det=max_det, agnostic=False)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                t_inf += time.perf_counter() - t0
+                n_img += imgs.shape[0]
+                collector.add_batch(batch, dets, input_hw=tuple(imgs.shape[2:]))
+    finally:
+        net.train(was_training)
+    result = collector.score(names)
+    result["ms_per_image"] = 1000 * t_inf / max(n_img, 1)
+    if verbose:
+        logger.info("%s", format_table(result, collector.per_class, names))
+    return result
+
+
+class _Collector:
+    """Gathers per-image predictions and ground truth (original pixels, xyxy) as numpy."""
+
+    def __init__(self) -> None:
+        self.images: list[dict[str, Any]] = []
+        self.per_class: dict[int, dict[str, float]] = {}
+
+    def add_batch(self, batch: dict[str, Any], dets: list[Tensor], *, input_hw: tuple[int, int]) -> None:
+        h_in, w_in = input_hw
+        bidx = batch["batch_idx"].cpu()
+        cls = batch["cls"].cpu().view(-1)
+        boxes = batch["bboxes"].cpu().float().view(-1, 4)
+        for i, det in enumerate(dets):
+            oh, ow = (int(v) for v in batch["ori_shape"][i])
+            ratio, pad = _ratio_pad(batch["ratio_pad"][i])
+            sel = bidx == i
+            gt = xywh_to_xyxy(boxes[sel] * torch.tensor([w_in, h_in, w_in, h_in], dtype=torch.float32))
+            gt = _unletterbox(gt, ratio, pad, (oh, ow))
+            det = det.detach().float().cpu()
+            pb = _unletterbox(det[:, :4], ratio, pad, (oh, ow))
+            self.images.append({"hw": (oh, ow), "gt": gt.numpy(), "gt_cls": cls[sel].numpy().astype(int),
+                                "pred": pb.numpy(), "score": det[:, 4].numpy(), "pred_cls": det[:, 5].numpy().astype(int)})
+
+    def score(self, names: dict[int, str]) -> dict[str, float]:
+        gt_cls = np.concatenate([im["gt_cls"] for im in self.images]) if self.images else np.zeros(0, int)
+        out = {"mAP50-95": 0.0, "mAP50": 0.0, "precision": 0.0, "recall": 0.0}
+        out["images"] = float(len(self.images))
+        out["instances"] = float(len(gt_cls))
+        if len(gt_cls) == 0:
+            logger.warning("val: the split has no labelled boxes; metrics are 0")
+            out["fitness"] = 0.0
+            return out
+        coco = coco_map(self.images, names)
+        out["mAP50-95"], out["mAP50"] = coco["map"], coco["map50"]
+        self.per_class = coco["per_class"]
+        parts = [M.match_image(im["pred"], im["score"], im["pred_cls"], im["gt"], im["gt_cls"]) for im in self.images]
+        tp = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, 10), bool)
+        pr = M.evaluate(tp, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]), gt_cls)
+        out["precision"], out["recall"] = pr.precision, pr.recall
+        for c in pr.classes:
+            self.per_class.setdefault(int(c), {}).update(instances=float((gt_cls == c).sum()))
+        out["fitness"] = fitness(out)
+        return out
+
+
+def _ratio_pad(rp: Any) -> tuple[tuple[float, float], tuple[float, float]]:
+    ratio, pad = rp
+    ratio = tuple(float(r) for r in (ratio if isinstance(ratio, (tuple, list)) else (ratio,)))
+    rw, rh = (ratio[0], ratio[1]) if len(ratio) > 1 else (ratio[0], ratio[0])
+    return (rw, rh), (float(pad[0]), float(pad[1]))
+
+
+def _unletterbox(boxes: Tensor, ratio: tuple[float, float], pad: tuple[float, float], hw: tuple[int, int]) -> Tensor:
+    if ratio[0] == ratio[1]:
+        return scale_boxes(boxes, ratio=ratio[0], pad=pad, orig_shape=hw)
+    out = boxes.clone()
+    out[:, [0, 2]] = ((out[:, [0, 2]] - pad[0]) / ratio[0]).clamp(0, hw[1])
+    out[:, [1, 3]] = ((out[:, [1, 3]] - pad[1]) / ratio[1]).clamp(0, hw[0])
+    return out
+
+
+def coco_map(images: list[dict[str, Any]], names: dict[int, str]) -> dict[str, Any]:
+    """COCO bbox mAP with faster-coco-eval.
+
+    images: per image ``hw`` (h, w), ``gt`` (ndarray[G, 4] xyxy), ``gt_cls`` (ndarray[G]),
+    ``pred`` (ndarray[K, 4] xyxy), ``score`` (ndarray[K]), ``pred_cls`` (ndarray[K]); original pixels.
+    Returns {"map", "map50", "per_class": {cls: {"ap50-95", "ap50"}}}.
+    """
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    quiet: Callable[..., None] = lambda *a, **k: None  # noqa: E731 - silence the package's printing
+    gt = {"images": [], "annotations": [], "categories": [{"id": int(c) + 1, "name": n} for c, n in names.items()]}
+    dts = []
+    for img_id, im in enumerate(images, start=1):
+        h, w = im["hw"]
+        gt["images"].append({"id": img_id, "height": int(h), "width": int(w)})
+        for box, c in zip(im["gt"], im["gt_cls"], strict=True):
+            bw, bh = float(box[2] - box[0]), float(box[3] - box[1])
+            gt["annotations"].append({"id": len(gt["annotations"]) + 1, "image_id": img_id, "category_id": int(c) + 1,
+                                      "bbox": [float(box[0]), float(box[1]), bw, bh], "area": bw * bh, "iscrowd": 0})
+        for box, s, c in zip(im["pred"], im["score"], im["pred_cls"], strict=True):
+            dts.append({"image_id": img_id, "category_id": int(c) + 1, "score": float(s),
+                        "bbox": [float(box[0]), float(box[1]), float(box[2] - box[0]), float(box[3] - box[1])]})
+    if not dts:
+        return {"map": 0.0, "map50": 0.0, "per_class": {}}
+    coco_gt = COCO(gt, print_function=quiet)
+    coco_dt = coco_gt.loadRes(dts)
+    ev = COCOeval_faster(coco_gt, coco_dt, iouType="bbox", print_function=quiet)
+    ev.evaluate()
+    ev.accumulate()
+    ev.summarize()
+    prec = np.asarray(ev.eval["precision"])  # (T, R, K, area, maxDets)
+    per_class: dict[int, dict[str, float]] = {}
+    cat_ids = list(ev.params.catIds)
+    for k, cat in enumerate(cat_ids):
+        p = prec[:, :, k, 0, -1]
+        if (p > -1).any():
+            p50 = p[0][p[0] > -1]
+            per_class[cat - 1] = {"ap50-95": float(p[p > -1].mean()), "ap50": float(p50.mean()) if p50.size else 0.0}
+    return {"map": max(float(ev.stats[0]), 0.0), "map50": max(float(ev.stats[1]), 0.0), "per_class": per_class}
+
+
+def format_table(result: dict[str, float], per_class: dict[int, dict[str, float]], names: dict[int, str]) -> str:
+    """A per-class AP table (one line per class) with the overall row first."""
+    lines = [f"{'class':>16} {'instances':>10} {'P':>7} {'R':>7} {'mAP50':>7} {'mAP50-95':>9}",
+             f"{'all':>16} {int(result.get('instances', 0)):>10} {result['precision']:>7.3f} {result['recall']:>7.3f} "
+             f"{result['mAP50']:>7.3f} {result['mAP50-95']:>9.3f}"]
+    for c in sorted(per_class):
+        row = per_class[c]
+        lines.append(f"{names.get(c, str(c)):>16} {int(row.get('instances', 0)):>10} {'':>7} {'':>7} "
+                     f"{row.get('ap50', 0.0):>7.3f} {row.get('ap50-95', 0.0):>9.3f}")
+    return "\n" + "\n".join(lines)

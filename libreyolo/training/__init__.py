@@ -1,0 +1,1 @@
+"""Training: the loop (trainer.py) and the modules it calls (optim, scheduler, ema, loggers)."""

@@ -1,0 +1,163 @@
+"""Training configuration: one frozen dataclass, built from user overrides.
+
+Defaults follow the YOLOv9 reference recipe (``hyp.scratch-high.yaml``) for the optimiser, warm-up
+and loss gains; augmentation defaults are the common YOLO ones (``scale=0.5`` instead of the
+reference's 0.9, which suits small models and small datasets better).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import ConfigError, check_keys
+
+OptimizerName = Literal["auto", "SGD", "AdamW"]
+AmpDtype = Literal["float16", "bfloat16"]
+
+# augmentation keys passed through to libreyolo.data.augment.AugmentConfig
+AUGMENT_KEYS = ("mosaic", "degrees", "translate", "scale", "shear", "perspective", "fliplr", "flipud",
+                "hsv_h", "hsv_s", "hsv_v", "close_mosaic")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Every key ``model.train(**overrides)`` accepts.
+
+    Example:
+        >>> cfg = TrainConfig.from_overrides({"epochs": 3, "imgsz": 320})
+        >>> cfg.epochs, cfg.optimizer
+        (3, 'auto')
+    """
+
+    # data and run
+    data: str = "shapes"
+    epochs: int = 100
+    batch: int = 16
+    imgsz: int = 640
+    device: str | None = None
+    workers: int = 8
+    seed: int = 0
+    deterministic: bool = True
+    project: str = "runs/detect"
+    name: str = "train"
+    exist_ok: bool = False
+    resume: bool | str = False
+    val: bool = True
+    plots: bool = True
+    tensorboard: bool = True
+    verbose: bool = True
+    cuda_graph: bool = False
+    # optimiser and schedule
+    optimizer: OptimizerName = "auto"
+    lr0: float = 0.01
+    lrf: float = 0.01
+    momentum: float = 0.937
+    weight_decay: float = 0.0005
+    warmup_epochs: float = 3.0
+    warmup_momentum: float = 0.8
+    warmup_bias_lr: float = 0.1
+    cos_lr: bool = False
+    nbs: int = 64
+    clip_grad: float = 10.0
+    amp: bool = True
+    amp_dtype: AmpDtype = "float16"
+    ema: bool = True
+    ema_decay: float = 0.9999
+    ema_tau: float = 2000.0
+    patience: int = 0  # epochs without fitness improvement before stopping; 0 = never stop early
+    time_limit: float = 0.0  # seconds of epoch loop; epochs are cut to fit, schedule follows (0 = no limit)
+    # loss gains (YOLOv9 reference)
+    box: float = 7.5
+    cls: float = 0.5
+    dfl: float = 1.5
+    # augmentation
+    mosaic: float = 1.0
+    close_mosaic: int = 10
+    degrees: float = 0.0
+    translate: float = 0.1
+    scale: float = 0.5
+    shear: float = 0.0
+    perspective: float = 0.0
+    fliplr: float = 0.5
+    flipud: float = 0.0
+    hsv_h: float = 0.015
+    hsv_s: float = 0.7
+    hsv_v: float = 0.4
+    # validation during training
+    val_conf: float = 0.001
+    val_iou: float = 0.7
+    max_det: int = 300
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_overrides(cls, overrides: dict[str, Any]) -> TrainConfig:
+        """Validate ``overrides`` (unknown keys raise :class:`ConfigError` with a suggestion)."""
+        check_keys(overrides, cls.keys(), what="train")
+        hints = typing.get_type_hints(cls)
+        values = {k: _coerce(k, v, hints[k]) for k, v in overrides.items()}
+        cfg = cls(**values)
+        cfg._check()
+        return cfg
+
+    def _check(self) -> None:
+        positive = {"epochs": self.epochs, "batch": self.batch, "imgsz": self.imgsz, "nbs": self.nbs}
+        for k, v in positive.items():
+            if v < 1:
+                raise ConfigError(f"{k} must be >= 1, got {v}")
+        if self.workers < 0:
+            raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if self.lr0 <= 0:
+            raise ConfigError(f"lr0 must be > 0, got {self.lr0}")
+        if self.close_mosaic < 0 or self.patience < 0 or self.time_limit < 0:
+            raise ConfigError("close_mosaic, patience and time_limit must be >= 0")
+        if self.imgsz % 32:
+            raise ConfigError(f"imgsz must be a multiple of 32 (the largest stride), got {self.imgsz}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain types only (safe for yaml and ``torch.load(weights_only=True)``)."""
+        return dataclasses.asdict(self)
+
+    def augment_kwargs(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in AUGMENT_KEYS}
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    """Accept CLI strings for typed fields; reject values of the wrong type."""
+    if isinstance(value, Path):
+        value = str(value)
+    args = set(typing.get_args(hint)) or {hint}
+    if typing.get_origin(hint) is Literal:
+        if value not in args:
+            raise ConfigError(f"{key} must be one of {', '.join(map(repr, args))}, got {value!r}")
+        return value
+    if value is None and type(None) in args:
+        return None
+    if bool in args and isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+        return value.lower() in _TRUE
+    if bool in args and isinstance(value, bool):
+        return value
+    if int in args and not isinstance(value, bool):
+        try:
+            if isinstance(value, (int, str)) and float(value) == int(float(value)):
+                return int(float(value))
+        except ValueError:
+            pass
+    if float in args and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    if str in args:
+        return str(value)
+    raise ConfigError(f"{key} has the wrong type: expected {hint}, got {value!r}")

@@ -1,0 +1,74 @@
+"""Optimiser construction with three parameter groups.
+
+Groups: 0 = conv/linear weights (weight decay), 1 = normalisation weights (no decay),
+2 = biases (no decay; a warm-up of their own). ``optimizer="auto"`` picks SGD (nesterov) for
+long runs (more than 10,000 optimiser steps) and AdamW with a class-count-scaled learning rate,
+``0.002 * 5 / (4 + nc)``, for short ones, where SGD from scratch converges too slowly.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+AUTO_SGD_MIN_STEPS = 10_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizerChoice:
+    name: str  # "SGD" | "AdamW"
+    lr: float
+    momentum: float
+
+
+def choose_optimizer(*, name: str, lr0: float, momentum: float, nc: int, total_steps: int) -> OptimizerChoice:
+    """Resolve ``"auto"`` (see module doc); explicit names keep ``lr0`` and ``momentum``."""
+    if name == "auto":
+        if total_steps > AUTO_SGD_MIN_STEPS:
+            return OptimizerChoice(name="SGD", lr=lr0, momentum=momentum)
+        return OptimizerChoice(name="AdamW", lr=round(0.002 * 5 / (4 + nc), 6), momentum=0.9)
+    if name not in ("SGD", "AdamW"):
+        raise ConfigError(f"optimizer must be 'auto', 'SGD' or 'AdamW', got {name!r}")
+    return OptimizerChoice(name=name, lr=lr0, momentum=momentum)
+
+
+def param_groups(net: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter], list[nn.Parameter]]:
+    """(decayed weights, normalisation weights, biases) of the trainable parameters."""
+    decay, norm, bias = [], [], []
+    norm_types = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
+    for module in net.modules():
+        for pname, p in module.named_parameters(recurse=False):
+            if not p.requires_grad:
+                continue
+            if pname == "bias":
+                bias.append(p)
+            elif isinstance(module, norm_types) or p.ndim <= 1:
+                norm.append(p)
+            else:
+                decay.append(p)
+    return decay, norm, bias
+
+
+def build_optimizer(net: nn.Module, choice: OptimizerChoice, *, weight_decay: float) -> torch.optim.Optimizer:
+    """Optimizer over :func:`param_groups`; each group stores ``initial_lr`` for the schedule."""
+    decay, norm, bias = param_groups(net)
+    groups = [{"params": decay, "weight_decay": weight_decay, "is_bias": False},
+              {"params": norm, "weight_decay": 0.0, "is_bias": False},
+              {"params": bias, "weight_decay": 0.0, "is_bias": True}]
+    groups = [g for g in groups if g["params"]]
+    if choice.name == "SGD":
+        opt: torch.optim.Optimizer = torch.optim.SGD(groups, lr=choice.lr, momentum=choice.momentum, nesterov=True)
+    else:
+        opt = torch.optim.AdamW(groups, lr=choice.lr, betas=(choice.momentum, 0.999))
+    for g in opt.param_groups:
+        g["initial_lr"] = choice.lr
+    logger.info("optimizer: %s(lr=%g, momentum=%g) with groups %d weight(decay=%g), %d norm, %d bias",
+                choice.name, choice.lr, choice.momentum, len(decay), weight_decay, len(norm), len(bias))
+    return opt

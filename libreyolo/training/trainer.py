@@ -1,0 +1,475 @@
+"""The training loop (DESIGN convention 12: loop + hooks).
+
+The loop owns accumulation, AMP, the optimiser step, checkpointing and resume. The family
+supplies hooks: ``build_net`` (also used to rebuild the head for a new class count),
+``build_criterion``, ``postprocess`` (validation) and, optionally, ``on_close_mosaic(criterion)``
+(called once when mosaic is switched off for the last ``close_mosaic`` epochs). EMA (:mod:`.ema`), the LR schedule
+(:mod:`.scheduler`), parameter groups (:mod:`.optim`), loggers (:mod:`.loggers`) and graph
+capture are separate modules the loop calls. Nothing happens in ``__init__``; ``fit()`` does it.
+
+The forward/backward seam (where CUDA-graph training capture plugs in)::
+
+    preds = self._forward(imgs)          # graph_capture.forward(imgs) if a capture object is set
+                                         # (after graph_capture.maybe_capture(imgs)), else
+                                         # self.forward_fn(imgs): model.net(imgs) under autocast
+    loss, items = self.criterion(preds, batch)     # eager, may sync
+    self.scaler.scale(loss).backward()             # replays a captured backward when present
+
+``graph_capture`` is None unless ``cuda_graph=True`` and
+``libreyolo.graphs.training.unsupported_reason`` finds nothing against it (family flag
+``SUPPORTS_TRAIN_CUDA_GRAPH``, CUDA device, no DDP); then it is a
+``libreyolo.graphs.training.TrainGraphs``. The loop needs from it ``forward(imgs) -> preds``
+(outputs whose backward runs the captured backward), optionally ``maybe_capture(imgs)`` (called
+first), and ``zero_grad(optimizer)`` (in-place zeroing while a graph is live, SPEC T-7). A
+:class:`~libreyolo.errors.GraphCaptureError` escaping a hook turns capture off for the rest of the
+run with one warning (SPEC T-4); the optimiser step, clipping, EMA and schedule stay eager.
+
+Outputs (``runs/detect/<name>/``): ``weights/last.pt`` (every epoch, atomic, with the full
+training state for ``resume``), ``weights/best.pt`` (best fitness = 0.1 mAP50 + 0.9 mAP50-95,
+EMA weights only), ``results.csv``, ``results.png``, ``args.yaml``, TensorBoard events when
+available. A kill loses at most the current epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import yaml
+from torch import Tensor
+
+from ..errors import CheckpointError, ConfigError, GraphCaptureError
+from .config import TrainConfig
+from .ema import ModelEMA
+from .loggers import ResultsLogger
+from .optim import build_optimizer, choose_optimizer
+from .scheduler import LRSchedule
+
+if TYPE_CHECKING:
+    from ..models._base.family import Family
+
+logger = logging.getLogger(__name__)
+
+# keys that may change when resuming; every other key comes from the checkpoint's train_args
+RESUME_OVERRIDABLE = ("device", "workers", "verbose", "plots", "tensorboard")
+
+
+def train(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``model.train(**overrides)``: returns the best epoch's metrics plus ``save_dir``, ``best``, ``last``."""
+    cfg = TrainConfig.from_overrides(overrides)
+    return Trainer(model, cfg, explicit=set(overrides)).fit()
+
+
+class Trainer:
+    """Train ``model`` (a Family) in place; afterwards ``model.net`` holds the best EMA weights.
+
+    Example:
+        >>> Trainer(model, TrainConfig(data="shapes", epochs=1, imgsz=320)).fit()  # doctest: +SKIP
+    """
+
+    def __init__(self, model: Family, cfg: TrainConfig, *, explicit: set[str] | None = None) -> None:
+        self.model = model
+        self.cfg = cfg
+        self.explicit = set(explicit or ())
+        self.forward_fn: Callable[[Tensor], Any] = self._eager_forward
+        self.graph_capture: Any = None
+        # called after each epoch's checkpoint and log row: fn(trainer, row)
+        self.callbacks: list[Callable[[Trainer, dict[str, float]], None]] = []
+        self.start_epoch = 0
+        self.epoch = 0
+        self.best_fitness = -math.inf
+        self.best_metrics: dict[str, float] = {}
+        self.last_metrics: dict[str, float] = {}
+        self._det_state: tuple[bool, bool, bool, bool] | None = None
+
+    # ------------------------------------------------------------------ public
+    def fit(self) -> dict[str, Any]:
+        try:
+            self.setup()
+            self._loop()
+        finally:
+            self.teardown()  # also on errors and KeyboardInterrupt: loaders, loggers, global flags
+        return self._finish()
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        """Resolve resume, device, data, model head, run dir, loaders, optimiser and state."""
+        from ..data.config import load_data_config
+        from ..models._base.family import select_device
+
+        ckpt = self._resume_checkpoint() if self.cfg.resume else None
+        cfg = self.cfg
+        if self.model.fused:
+            raise ConfigError("this model was fused for inference (fuse()); a fused model cannot train: "
+                              "load the checkpoint again without fusing")
+        self.device = select_device(cfg.device)
+        self._seed()
+        self.data = load_data_config(cfg.data)
+        self._match_classes()
+        self.model.imgsz = cfg.imgsz
+        self.model.to(self.device)
+        if ckpt is not None:
+            from ..io.checkpoint import load_state_into
+
+            load_state_into(self.model, ckpt["train_state"]["net"], strict=True, where=str(self.resume_path))
+        self.net = self.model.net
+        self.net.train()
+        self.save_dir = self.resume_path.parent.parent if ckpt is not None else _increment_dir(
+            Path(cfg.project) / cfg.name, exist_ok=cfg.exist_ok)
+        self.wdir = self.save_dir / "weights"
+        self.wdir.mkdir(parents=True, exist_ok=True)
+        (self.save_dir / "args.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        self._build_loaders()
+
+        self.criterion = self.model.build_criterion()
+        hyp = getattr(self.criterion, "hyp", None)
+        if isinstance(hyp, dict):  # only gains the user set: each family keeps its own defaults
+            hyp.update({k: getattr(cfg, k) for k in hyp if k in self.explicit and hasattr(cfg, k)})
+
+        nb = len(self.train_loader)
+        self.nb = nb
+        self.accumulate = max(round(cfg.nbs / cfg.batch), 1)
+        wd = cfg.weight_decay * cfg.batch * self.accumulate / cfg.nbs
+        steps = math.ceil(nb * cfg.epochs / self.accumulate)
+        choice = choose_optimizer(name=cfg.optimizer, lr0=cfg.lr0, momentum=cfg.momentum, nc=self.model.nc,
+                                  total_steps=steps)
+        self.optimizer = build_optimizer(self.net, choice, weight_decay=wd)
+        self.schedule = LRSchedule(epochs=cfg.epochs, lrf=cfg.lrf, cos=cfg.cos_lr,
+                                   warmup_iters=round(cfg.warmup_epochs * nb), warmup_bias_lr=cfg.warmup_bias_lr,
+                                   warmup_momentum=cfg.warmup_momentum, momentum=choice.momentum)
+        self.amp_dtype = None
+        if cfg.amp and self.device.type == "cuda":
+            self.amp_dtype = torch.bfloat16 if cfg.amp_dtype == "bfloat16" else torch.float16
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
+        self.ema = ModelEMA(self.net, decay=cfg.ema_decay, tau=cfg.ema_tau) if cfg.ema else None
+        self.last_opt_step = -1
+        if ckpt is not None:
+            self._load_train_state(ckpt["train_state"])
+        self.results = ResultsLogger(self.save_dir, tensorboard=cfg.tensorboard, plots=cfg.plots,
+                                     start_epoch=self.start_epoch)
+        self._setup_graph_capture()
+        logger.info("training %s-%s on %s: %d epochs from %d, batch %d (accumulate %d, nbs %d), imgsz %d, "
+                    "device %s, amp %s -> %s", self.model.FAMILY, self.model.size, cfg.data, cfg.epochs,
+                    self.start_epoch + 1, cfg.batch, self.accumulate, cfg.nbs, cfg.imgsz, self.device,
+                    self.amp_dtype, self.save_dir)
+
+    def _resume_checkpoint(self) -> dict[str, Any]:
+        from ..io.checkpoint import read_checkpoint
+
+        r = self.cfg.resume
+        if isinstance(r, str):
+            path = Path(r)
+        else:
+            found = sorted(Path(self.cfg.project).glob("*/weights/last.pt"), key=lambda p: p.stat().st_mtime)
+            if not found:
+                raise CheckpointError(f"resume=True found no */weights/last.pt under {self.cfg.project!r}; "
+                                      "pass resume='path/to/last.pt'")
+            path = found[-1]
+        ckpt = read_checkpoint(path)
+        if "train_state" not in ckpt or "train_args" not in ckpt:
+            raise CheckpointError(f"{str(path)!r} holds no training state (a best.pt or a stripped checkpoint); "
+                                  "resume from weights/last.pt of an unfinished run")
+        self.resume_path = path
+        saved = dict(ckpt["train_args"])
+        saved.update({k: getattr(self.cfg, k) for k in RESUME_OVERRIDABLE if k in self.explicit})
+        saved["resume"] = str(path)
+        self.cfg = TrainConfig.from_overrides(saved)
+        if int(ckpt["train_state"]["epoch"]) + 1 >= self.cfg.epochs:
+            raise ConfigError(f"{str(path)!r} already finished all {self.cfg.epochs} epochs; nothing to resume")
+        logger.info("resuming %s from epoch %d", path, int(ckpt["train_state"]["epoch"]) + 2)
+        return ckpt
+
+    def _load_train_state(self, st: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(st["optimizer"])
+        if self.ema is not None and st.get("ema") is not None:
+            self.ema.load_state_dict(st["ema"])
+        if st.get("scaler"):
+            self.scaler.load_state_dict(st["scaler"])
+        self.start_epoch = int(st["epoch"]) + 1
+        self.best_fitness = float(st.get("best_fitness", -math.inf))
+        self.best_metrics = dict(st.get("best_metrics") or {})
+        self.last_opt_step = int(st.get("last_opt_step", -1))
+
+    def _seed(self) -> None:
+        s = self.cfg.seed
+        random.seed(s)
+        np.random.seed(s)
+        torch.manual_seed(s)
+        if self.cfg.deterministic:
+            self._det_state = (torch.are_deterministic_algorithms_enabled(),
+                               torch.is_deterministic_algorithms_warn_only_enabled(),
+                               torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+
+    def _match_classes(self) -> None:
+        """Rebuild the head when the dataset's class count differs (matching weights are kept)."""
+        m, d = self.model, self.data
+        if d.nc != m.nc:
+            logger.warning("the model has %d classes but %s has %d: rebuilding %s-%s with %d classes and keeping "
+                           "every weight of matching shape", m.nc, self.cfg.data, d.nc, m.FAMILY, m.size, d.nc)
+            new = type(m).build_net(size=m.size, nc=d.nc, task=m.task)
+            own = new.state_dict()
+            keep = {k: v for k, v in m.net.state_dict().items() if k in own and own[k].shape == v.shape}
+            new.load_state_dict(keep, strict=False)
+            m.invalidate_graphs("head rebuilt for a new class count")
+            m.net, m.nc = new, d.nc
+        m.names = dict(d.names)
+
+    def _build_loaders(self) -> None:
+        from ..data.augment import AugmentConfig
+        from ..data.dataset import DetectionDataset
+        from ..data.loader import build_dataloader
+
+        cfg, d = self.cfg, self.data
+        hyp = AugmentConfig(**cfg.augment_kwargs())
+        pin = self.device.type == "cuda"
+        self.train_ds = DetectionDataset(d.train, imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc, prefix="train: ")
+        self.train_loader = build_dataloader(self.train_ds, batch=cfg.batch, workers=cfg.workers, shuffle=True,
+                                             seed=cfg.seed, pin_memory=pin)
+        self.val_loader = None
+        if cfg.val:
+            self.val_ds = DetectionDataset(d.val, imgsz=cfg.imgsz, augment=False, nc=d.nc, prefix="val: ")
+            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=cfg.workers, shuffle=False,
+                                               seed=cfg.seed, pin_memory=pin)
+
+    def _setup_graph_capture(self) -> None:
+        if not self.cfg.cuda_graph:
+            return
+        try:
+            from ..graphs.training import TrainGraphs, unsupported_reason
+        except ImportError as e:
+            logger.warning("training eager: cuda_graph=True ignored because training capture is unavailable (%s)", e)
+            return
+        reason = unsupported_reason(self.model, device=self.device, distributed=False)
+        capture = TrainGraphs(self.net, requested=True, amp_dtype=self.amp_dtype, reason=reason)  # logs one line
+        self.graph_capture = capture if capture.enabled else None
+
+    # ------------------------------------------------------------------ the loop
+    def _eager_forward(self, imgs: Tensor) -> Any:
+        ctx = (torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype is not None
+               else contextlib.nullcontext())
+        with ctx:
+            return self.model.net(imgs)
+
+    def _forward(self, imgs: Tensor) -> Any:
+        gc = self.graph_capture
+        if gc is not None:
+            try:
+                if hasattr(gc, "maybe_capture"):
+                    gc.maybe_capture(imgs)
+                return gc.forward(imgs)
+            except GraphCaptureError as e:
+                logger.warning("training eager from now on: graph capture failed: %s", e)
+                self.graph_capture = None
+        return self.forward_fn(imgs)
+
+    def _zero_grad(self) -> None:
+        """Zero gradients; a live training graph needs it done in place (SPEC T-7)."""
+        gc = self.graph_capture
+        if gc is not None and hasattr(gc, "zero_grad"):
+            gc.zero_grad(self.optimizer)
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+
+    def _loop(self) -> None:
+        stale = 0
+        t_start = time.perf_counter()
+        epoch = self.start_epoch
+        while epoch < self.cfg.epochs:  # cfg.epochs may shrink under time_limit (see _replan)
+            cfg = self.cfg
+            self.epoch = epoch
+            t_epoch = time.perf_counter()
+            if cfg.close_mosaic and epoch >= cfg.epochs - cfg.close_mosaic and self.train_ds.mosaic_enabled:
+                logger.info("closing mosaic for the last %d epochs", cfg.close_mosaic)
+                self.train_ds.close_mosaic()
+                hook = getattr(self.model, "on_close_mosaic", None)  # family hook, e.g. extra loss terms
+                if hook is not None:
+                    hook(self.criterion)
+            self.train_ds.set_epoch(epoch)
+            losses = self._train_epoch(epoch)
+            train_s = time.perf_counter() - t_epoch
+            metrics = self._validate(final=epoch == cfg.epochs - 1)
+            fit = metrics.get("fitness", -math.inf) if metrics else -math.inf
+            improved = fit > self.best_fitness or not metrics
+            if improved:
+                self.best_fitness, self.best_metrics = fit, dict(metrics)
+                stale = 0
+            else:
+                stale += 1
+            self.last_metrics = metrics
+            self._save(epoch, metrics, best=improved)
+            row: dict[str, float] = {"epoch": epoch + 1}
+            row.update({f"train/{n}_loss": float(v) for n, v in zip(self._loss_names(), losses.tolist(), strict=False)})
+            for k in ("precision", "recall", "mAP50", "mAP50-95"):
+                if k in metrics:
+                    row[f"metrics/{k}"] = metrics[k]
+            row.update({f"lr/pg{i}": g["lr"] for i, g in enumerate(self.optimizer.param_groups)})
+            row["time/epoch_s"] = train_s
+            row["time/images_per_s"] = len(self.train_ds) / max(train_s, 1e-9)
+            self.results.log(row)
+            for cb in self.callbacks:
+                cb(self, row)
+            if cfg.patience and stale >= cfg.patience:
+                logger.info("early stop: no fitness improvement in %d epochs", cfg.patience)
+                break
+            if cfg.time_limit and not self._replan(epoch, elapsed=time.perf_counter() - t_start,
+                                                   last_epoch_s=time.perf_counter() - t_epoch):
+                break
+            epoch += 1
+
+    def _replan(self, epoch: int, *, elapsed: float, last_epoch_s: float) -> bool:
+        """Fit the run into ``time_limit`` seconds of epoch loop; False = stop now.
+
+        From the second epoch of this run on, the remaining epoch count is cut to what the last
+        epoch's wall time (training + validation + checkpoint) says still fits, and the LR
+        schedule and close_mosaic follow the new end. Never grows the run.
+        """
+        cfg = self.cfg
+        remaining = cfg.time_limit - elapsed
+        if epoch + 1 >= cfg.epochs:
+            return True
+        if remaining < last_epoch_s:
+            logger.warning("time_limit %.0f s: stopping after epoch %d of %d", cfg.time_limit, epoch + 1, cfg.epochs)
+            return False
+        if epoch > self.start_epoch:
+            fits = epoch + 1 + int(remaining // max(last_epoch_s, 1e-6))
+            if fits < cfg.epochs:
+                logger.info("time_limit %.0f s: %d epochs fit instead of %d; schedule shortened", cfg.time_limit,
+                            fits, cfg.epochs)
+                self.cfg = dataclasses.replace(cfg, epochs=fits)
+                self.schedule = dataclasses.replace(self.schedule, epochs=fits)
+        return True
+
+    def _loss_names(self) -> tuple[str, ...]:
+        return tuple(getattr(self.model, "LOSS_NAMES", ())) or ("loss",)
+
+    def _train_epoch(self, epoch: int) -> Tensor:
+        from tqdm import tqdm
+
+        cfg, nb = self.cfg, self.nb
+        self.net.train()
+        names = self._loss_names()
+        mloss: Tensor | None = None
+        bar = tqdm(enumerate(self.train_loader), total=nb, disable=not cfg.verbose, dynamic_ncols=True,
+                   desc=f"{epoch + 1}/{cfg.epochs}", leave=True)
+        for i, batch in bar:
+            ni = i + nb * epoch
+            self.schedule.apply(self.optimizer, iteration=ni, epoch=epoch)
+            imgs = batch["img"].to(self.device, non_blocking=True).float().div_(255.0)
+            preds = self._forward(imgs)
+            loss, items = self.criterion(preds, batch)
+            if not torch.isfinite(loss):
+                logger.warning("non-finite loss %s at epoch %d batch %d: batch skipped", items.tolist(), epoch + 1, i)
+                self._zero_grad()
+                continue
+            self.scaler.scale(loss).backward()
+            if ni - self.last_opt_step >= self.accumulate:
+                self._optimizer_step()
+                self.last_opt_step = ni
+            items = items.detach().float().cpu()
+            mloss = items if mloss is None else (mloss * i + items) / (i + 1)
+            if cfg.verbose:
+                mem = f"{torch.cuda.memory_reserved(self.device) / 2**30:.2f}G" if self.device.type == "cuda" else "-"
+                desc = " ".join(f"{n}={v:.3f}" for n, v in zip(names, mloss.tolist(), strict=False))
+                bar.set_description(f"{epoch + 1}/{cfg.epochs} mem={mem} {desc} inst={int(batch['cls'].numel())} "
+                                    f"size={imgs.shape[-1]}")
+        bar.close()
+        return mloss if mloss is not None else torch.zeros(len(names))
+
+    def _optimizer_step(self) -> None:
+        self.scaler.unscale_(self.optimizer)
+        if self.cfg.clip_grad > 0:
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), max_norm=self.cfg.clip_grad)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self._zero_grad()
+        if self.ema is not None:
+            self.ema.update(self.net)
+
+    def _validate(self, *, final: bool) -> dict[str, float]:
+        if self.val_loader is None:
+            return {}
+        from ..engine.validator import run_validation
+
+        net = self.ema.module if self.ema is not None else self.net
+        return run_validation(model=self.model, net=net, loader=self.val_loader, names=self.model.names,
+                              conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det,
+                              amp_dtype=self.amp_dtype, verbose=self.cfg.verbose or final,
+                              progress=self.cfg.verbose)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _weights(self) -> dict[str, Tensor]:
+        return (self.ema.module if self.ema is not None else self.net).state_dict()
+
+    def _save(self, epoch: int, metrics: dict[str, float], *, best: bool) -> None:
+        from ..io.checkpoint import save_model
+
+        common = {"train_args": self.cfg.to_dict(), "epoch": epoch, "metrics": dict(metrics)}
+        state = {
+            "epoch": epoch,
+            "best_fitness": self.best_fitness,
+            "best_metrics": dict(self.best_metrics),
+            "net": {k: v.detach().cpu().clone() for k, v in self.net.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
+            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
+            "last_opt_step": self.last_opt_step,
+            "schedule": {"epochs": self.cfg.epochs, "lrf": self.cfg.lrf, "cos": self.cfg.cos_lr},
+        }
+        weights = self._weights()
+        save_model(self.model, self.wdir / "last.pt", state_dict=weights, extra={**common, "train_state": state})
+        if best:
+            save_model(self.model, self.wdir / "best.pt", state_dict=weights, extra=common)
+
+    # ------------------------------------------------------------------ end
+    def teardown(self) -> None:
+        """Release loaders and loggers (also after an exception or KeyboardInterrupt)."""
+        for name in ("train_loader", "val_loader"):
+            if hasattr(self, name):
+                setattr(self, name, None)
+        if hasattr(self, "results"):
+            self.results.close()
+        if self._det_state is not None:
+            det, warn_only, cudnn_det, cudnn_bench = self._det_state
+            torch.use_deterministic_algorithms(det, warn_only=warn_only)
+            torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = cudnn_det, cudnn_bench
+            self._det_state = None
+
+    def _finish(self) -> dict[str, Any]:
+        from ..io.checkpoint import load_state_into, read_checkpoint
+
+        best = self.wdir / "best.pt"
+        src = best if best.is_file() else self.wdir / "last.pt"
+        load_state_into(self.model, read_checkpoint(src)["model"], strict=True, where=str(src))
+        self.model.net.eval()
+        self.model.ckpt_path = str(src)
+        self.model.train_args = self.cfg.to_dict()
+        out: dict[str, Any] = dict(self.best_metrics or self.last_metrics)
+        out.update(save_dir=str(self.save_dir), best=str(best) if best.is_file() else None,
+                   last=str(self.wdir / "last.pt"), epochs=self.epoch + 1)
+        logger.info("training done: %s; results in %s", {k: round(v, 4) for k, v in out.items()
+                                                          if isinstance(v, float)}, self.save_dir)
+        return out
+
+
+def _increment_dir(path: Path, *, exist_ok: bool) -> Path:
+    """``runs/detect/train`` -> the first of train, train2, train3, ... that does not exist."""
+    if exist_ok or not path.exists():
+        return path
+    n = 2
+    while (path.parent / f"{path.name}{n}").exists():
+        n += 1
+    return path.parent / f"{path.name}{n}"

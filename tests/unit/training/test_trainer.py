@@ -1,0 +1,182 @@
+"""End-to-end training on a tiny shapes subset: outputs, loss decrease, resume, atomic checkpoints."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from libreyolo.errors import ConfigError
+from libreyolo.io.checkpoint import read_checkpoint
+from libreyolo.models.yolo9.family import YOLO9
+from libreyolo.training.config import TrainConfig
+from libreyolo.training.trainer import Trainer
+
+
+def tiny_overrides(data, project, **kw):
+    base = dict(data=str(data), imgsz=64, batch=4, workers=0, device="cpu", nbs=4, mosaic=0.0, close_mosaic=0,
+                warmup_epochs=0, optimizer="AdamW", lr0=0.002, verbose=False, tensorboard=False,
+                project=str(project), seed=0)
+    base.update(kw)
+    return base
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    with open(run / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _train_loss(row: dict[str, str]) -> float:
+    return sum(float(v) for k, v in row.items() if k.startswith("train/"))
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_shapes, tmp_path_factory):
+    project = tmp_path_factory.mktemp("runs")
+    model = YOLO9(size="t", nc=80)  # the dataset has fewer classes: the head is rebuilt
+    result = model.train(**tiny_overrides(tiny_shapes, project, epochs=3))
+    return model, result, Path(result["save_dir"])
+
+
+def test_end_to_end_writes_every_output(trained):
+    model, result, run = trained
+    for rel in ("weights/last.pt", "weights/best.pt", "results.csv", "results.png", "args.yaml"):
+        assert (run / rel).is_file(), rel
+    rows = _rows(run)
+    assert [r["epoch"] for r in rows] == ["1", "2", "3"]
+    assert {"train/box_loss", "train/cls_loss", "train/dfl_loss", "metrics/mAP50-95", "metrics/mAP50",
+            "metrics/precision", "metrics/recall", "lr/pg0"} <= set(rows[0])
+    for key in ("mAP50-95", "mAP50", "precision", "recall", "fitness", "save_dir"):
+        assert key in result
+    assert result["save_dir"] == str(run) and run.name == "train"
+    assert not list((run / "weights").glob("*.tmp"))
+
+
+def test_loss_decreases(trained):
+    rows = _rows(trained[2])
+    assert _train_loss(rows[-1]) < 0.8 * _train_loss(rows[0])
+
+
+def test_model_holds_best_ema_weights_and_new_head(trained):
+    model, result, run = trained
+    ckpt = read_checkpoint(run / "weights" / "best.pt")
+    assert model.nc == ckpt["libreyolo"]["nc"] == 6 and model.net.nc == 6
+    sd = model.net.state_dict()
+    assert all(torch.equal(sd[k], v) for k, v in ckpt["model"].items())
+    assert "train_state" not in ckpt and "train_state" in read_checkpoint(run / "weights" / "last.pt")
+    assert not model.net.training
+
+
+def test_second_run_increments_name(trained, tiny_shapes):
+    _, _, run = trained
+    t = Trainer(YOLO9(size="t", nc=6), TrainConfig.from_overrides(tiny_overrides(tiny_shapes, run.parent, epochs=1)))
+    t.setup()
+    t.teardown()
+    assert t.save_dir == run.parent / "train2"
+
+
+def _interrupt_at(monkeypatch, epoch_to_fail: int, exc: BaseException) -> None:
+    original = Trainer._train_epoch
+
+    def wrapped(self, epoch):
+        if epoch == epoch_to_fail:
+            raise exc
+        return original(self, epoch)
+
+    monkeypatch.setattr(Trainer, "_train_epoch", wrapped)
+
+
+def test_resume_continues_with_identical_state(tiny_shapes, tmp_path, monkeypatch):
+    over = tiny_overrides(tiny_shapes, tmp_path, epochs=2, val=False, batch=8, nbs=8)  # 1 step per epoch
+    with monkeypatch.context() as m:
+        _interrupt_at(m, 1, KeyboardInterrupt())
+        with pytest.raises(KeyboardInterrupt):
+            YOLO9(size="t", nc=6).train(**over)
+    last = tmp_path / "train" / "weights" / "last.pt"
+    saved = read_checkpoint(last)
+    assert saved["train_state"]["epoch"] == 0
+
+    t = Trainer(YOLO9(size="t", nc=6), TrainConfig.from_overrides({"resume": True, "project": str(tmp_path)}),
+                explicit={"resume", "project"})
+    t.setup()
+    try:
+        assert t.start_epoch == 1 and t.save_dir == tmp_path / "train" and t.cfg.epochs == 2
+        got, want = t.optimizer.state_dict(), saved["train_state"]["optimizer"]
+        assert got["param_groups"] == want["param_groups"]
+        for k, st in want["state"].items():
+            for name, v in st.items():
+                assert torch.equal(torch.as_tensor(got["state"][k][name]).cpu(), torch.as_tensor(v)), (k, name)
+        assert t.ema.updates == saved["train_state"]["ema"]["updates"] > 0
+        net_sd = t.net.state_dict()
+        assert all(torch.equal(net_sd[k], v) for k, v in saved["train_state"]["net"].items())
+    finally:
+        t.teardown()
+
+    result = YOLO9(size="t", nc=6).train(resume=str(last))
+    assert result["epochs"] == 2 and result["save_dir"] == str(tmp_path / "train")
+    assert [r["epoch"] for r in _rows(tmp_path / "train")] == ["1", "2"]
+    assert read_checkpoint(last)["train_state"]["epoch"] == 1
+    with pytest.raises(ConfigError, match="already finished"):
+        YOLO9(size="t", nc=6).train(resume=str(last))
+
+
+def test_crash_between_write_and_rename_keeps_old_last_pt(tiny_shapes, tmp_path, monkeypatch):
+    from libreyolo.training import trainer as trainer_mod
+
+    original_save = Trainer._save
+
+    def crashing_save(self, epoch, metrics, *, best):
+        if epoch == 1:
+            def boom(src, dst):
+                raise OSError("simulated crash before rename")
+
+            monkeypatch.setattr(os, "replace", boom)
+        return original_save(self, epoch, metrics, best=best)
+
+    monkeypatch.setattr(trainer_mod.Trainer, "_save", crashing_save)
+    with pytest.raises(OSError, match="simulated crash"):
+        YOLO9(size="t", nc=6).train(**tiny_overrides(tiny_shapes, tmp_path, epochs=2, val=False, batch=8, nbs=8))
+    monkeypatch.undo()
+    wdir = tmp_path / "train" / "weights"
+    ckpt = read_checkpoint(wdir / "last.pt")  # intact and loadable
+    assert ckpt["train_state"]["epoch"] == 0
+    assert sorted(p.name for p in wdir.iterdir()) == ["best.pt", "last.pt"]  # no temp file left
+
+
+def test_unknown_key_suggests_and_fused_model_refuses(tiny_shapes, tmp_path):
+    with pytest.raises(ConfigError, match="Did you mean 'epochs'"):
+        YOLO9(size="t", nc=6).train(epoch=3)
+    with pytest.raises(ConfigError, match="Did you mean 'weight_decay'"):
+        TrainConfig.from_overrides({"weight_decy": 0.1})
+    model = YOLO9(size="t", nc=6).fuse()
+    with pytest.raises(ConfigError, match="fused"):
+        model.train(**tiny_overrides(tiny_shapes, tmp_path, epochs=1))
+    assert not (tmp_path / "train").exists()
+
+
+def test_cuda_graph_flag_is_safe_on_cpu(tiny_shapes, tmp_path, caplog):
+    t = Trainer(YOLO9(size="t", nc=6),
+                TrainConfig.from_overrides(tiny_overrides(tiny_shapes, tmp_path, epochs=1, cuda_graph=True)))
+    with caplog.at_level(logging.INFO):
+        t.setup()
+    t.teardown()
+    assert t.graph_capture is None
+    assert sum("training eager" in r.message for r in caplog.records) == 1
+
+
+def test_close_mosaic_calls_family_hook(tiny_shapes, tmp_path):
+    calls = []
+
+    class Hooked(YOLO9):
+        def on_close_mosaic(self, criterion):
+            calls.append(criterion)
+
+    t = Trainer(Hooked(size="t", nc=6), TrainConfig.from_overrides(
+        tiny_overrides(tiny_shapes, tmp_path, epochs=2, close_mosaic=1, mosaic=1.0, val=False, batch=8, nbs=8)))
+    t.fit()
+    assert len(calls) == 1 and calls[0] is t.criterion
+    assert not t.train_ds.mosaic_enabled
