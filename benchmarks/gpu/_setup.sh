@@ -13,4 +13,4 @@ COMMIT=${COMMIT:-unknown}
 export LIBREYOLO_COMMIT=$COMMIT
 nvidia-smi > "$R/nvidia-smi.txt" 2>&1 || true
 python3 -c "import torch,triton;print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0))" | tee "$R/env.txt"
-pack() { tar czf "$OUT/results.tgz" -C "$R" . ; ls -la "$OUT"; }
+pack() { tar czf "$OUT/results.tgz" --exclude='*.pt' --exclude='runs' --exclude='*.cache' -C "$R" . ; ls -la "$OUT"; }
