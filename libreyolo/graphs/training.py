@@ -47,6 +47,19 @@ WARMUP_ITERS = 3
 _substitution_lock = threading.Lock()
 
 
+def _takes_capture_mode() -> bool:
+    import inspect
+
+    try:
+        return "capture_error_mode" in inspect.signature(torch.cuda.make_graphed_callables).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# Where torch exposes the mode, it is also passed explicitly (belt and braces with the substitution).
+_MGC_TAKES_MODE = _takes_capture_mode()
+
+
 class _ThreadLocalCUDAGraph(torch.cuda.CUDAGraph):
     """A CUDAGraph whose capture always uses ``capture_error_mode="thread_local"``."""
 
@@ -60,13 +73,20 @@ def thread_local_capture() -> Any:
 
     Holds a process-wide lock so two concurrent captures cannot leave the substitution behind.
     """
+    import torch.cuda.graphs as graphs_module
+
+    # ``make_graphed_callables`` builds its graphs as ``torch.cuda.CUDAGraph()`` on some torch
+    # versions and through the name in its own module on others: replace both.
+    namespaces = (torch.cuda, graphs_module)
     with _substitution_lock:
-        original = torch.cuda.CUDAGraph
-        torch.cuda.CUDAGraph = _ThreadLocalCUDAGraph  # type: ignore[misc]
+        originals = [ns.CUDAGraph for ns in namespaces]
         try:
+            for ns in namespaces:
+                ns.CUDAGraph = _ThreadLocalCUDAGraph  # type: ignore[misc]
             yield
         finally:
-            torch.cuda.CUDAGraph = original  # type: ignore[misc]
+            for ns, original in zip(namespaces, originals):
+                ns.CUDAGraph = original  # type: ignore[misc]
 
 
 class _AutocastForward(nn.Module):
@@ -189,10 +209,11 @@ class TrainGraphs:
         t0 = time.perf_counter()
         try:
             self._ensure_grads()
+            kwargs: dict[str, Any] = {"num_warmup_iters": WARMUP_ITERS}
+            if _MGC_TAKES_MODE:
+                kwargs["capture_error_mode"] = "thread_local"
             with thread_local_capture():
-                torch.cuda.make_graphed_callables(
-                    wrapper, (x.detach().clone(),), num_warmup_iters=WARMUP_ITERS
-                )
+                torch.cuda.make_graphed_callables(wrapper, (x.detach().clone(),), **kwargs)
             torch.cuda.synchronize(x.device)
         except Exception as e:  # noqa: BLE001 - T-4: the run goes on eager
             restore_buffers(self.net, snap)

@@ -3,6 +3,8 @@ family is gone."""
 
 from ..registry import register_family
 from .yolo9.family import YOLO9
+from .rtdetr.family import RTDETR
+from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
 from .yolo7.family import YOLO7
 from .yolox.family import YOLOX
@@ -11,3 +13,5 @@ register_family(YOLO9)
 register_family(YOLOX)
 register_family(YOLO7)
 register_family(RTMDet)
+register_family(RTDETR)
+register_family(RTDETRv2)

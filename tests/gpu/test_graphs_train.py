@@ -48,21 +48,31 @@ def test_step_zero_loss_and_bn_buffers_bit_identical() -> None:
 
 
 def test_gradient_accumulation_sums_micro_batches_under_capture() -> None:
-    """T-7: two micro-batches accumulate g1 + g2 (not 2 x g2) while the graph is live."""
+    """T-7: two micro-batches accumulate g1 + g2 (not 2 x g2) while the graph is live.
+
+    Under AMP yolo9's step-zero gradients are bit-identical to eager (see the training parity
+    matrix), so the accumulated sum must match eager to float rounding of the two additions.
+    """
     model, (b1, b2) = _model_and_batches()
     eager_net, graph_net = copy.deepcopy(model.net), copy.deepcopy(model.net)
     crit = model.build_criterion
+
+    def eager(b: dict) -> torch.Tensor:
+        with torch.autocast("cuda", dtype=torch.float16):
+            preds = eager_net(b["img"])
+        return crit()(preds, b)[0]
+
     model.net = eager_net
     for b in (b1, b2):
-        crit()(eager_net(b["img"]), b)[0].backward()
+        eager(b).backward()
     g_sum = _grads(eager_net)
     eager_net.zero_grad(set_to_none=True)
-    crit()(eager_net(b2["img"]), b2)[0].backward()
+    eager(b2).backward()
     g2 = _grads(eager_net)
 
     model.net = graph_net
     opt = torch.optim.SGD(graph_net.parameters(), lr=0.0)
-    g = TrainGraphs(graph_net, requested=True, amp_dtype=None, reason=None, repeats=1)
+    g = TrainGraphs(graph_net, requested=True, amp_dtype=torch.float16, reason=None, repeats=1)
     g.zero_grad(opt)
     for b in (b1, b2):
         crit()(g.forward(b["img"]), b)[0].backward()
@@ -73,8 +83,8 @@ def test_gradient_accumulation_sums_micro_batches_under_capture() -> None:
         num += float((got[k] - g_sum[k]).norm())
         den_sum += float(g_sum[k].norm())
         den_double += float((got[k] - 2 * g2[k]).norm())
-    assert num <= 1e-4 * den_sum, (num, den_sum)
-    assert den_double > 100 * num  # clearly not twice the last micro-batch
+    assert num <= 1e-5 * den_sum, (num, den_sum)
+    assert den_double > 1e-2 * den_sum  # clearly not twice the last micro-batch
 
 
 def test_capture_failure_mid_run_finishes_eager(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:

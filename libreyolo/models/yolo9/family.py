@@ -19,6 +19,8 @@ class YOLO9(Family):
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "cls", "dfl")
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5")  # strides 8, 16, 32
     EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:

@@ -32,9 +32,9 @@ class YOLOX(Family):
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5")  # strides 8, 16, 32
     EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
 
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded yet"
 
     def __init__(

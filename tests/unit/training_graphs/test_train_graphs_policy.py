@@ -97,12 +97,15 @@ def test_capture_failure_restores_buffers_and_continues(monkeypatch: pytest.Monk
 
 
 def test_thread_local_substitution_is_restored_on_exception() -> None:
+    import torch.cuda.graphs as graphs_module
+
     original = torch.cuda.CUDAGraph
     with pytest.raises(ValueError):
         with tg.thread_local_capture():
             assert torch.cuda.CUDAGraph is tg._ThreadLocalCUDAGraph
+            assert graphs_module.CUDAGraph is tg._ThreadLocalCUDAGraph
             raise ValueError("boom")
-    assert torch.cuda.CUDAGraph is original
+    assert torch.cuda.CUDAGraph is original and graphs_module.CUDAGraph is original
     assert not tg._substitution_lock.locked()
 
 
