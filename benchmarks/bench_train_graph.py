@@ -71,10 +71,11 @@ def arm(name: str, *, graph: bool, batch: int, imgsz: int, amp: bool) -> dict[st
         with torch.no_grad():
             torch._foreach_lerp_(ema, [p.detach() for p in net.parameters()], 1 - 0.9999)
 
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()  # before warm-up: the graph arm's capture pool counts too
     for _ in range(WARMUP):
         step()
     torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(STEPS):
         torch.cuda.synchronize()
@@ -83,8 +84,9 @@ def arm(name: str, *, graph: bool, batch: int, imgsz: int, amp: bool) -> dict[st
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
     peak = torch.cuda.max_memory_allocated() / 2**20
+    reserved = torch.cuda.max_memory_reserved() / 2**20
     res = {"graph": graph, "batch": batch, "imgsz": imgsz, "amp": amp, "fastest_ms": min(times),
-           "median_ms": statistics.median(times), "peak_mib": peak, "capture": graphs.info()}
+           "median_ms": statistics.median(times), "peak_mib": peak, "peak_reserved_mib": reserved, "capture": graphs.info()}
     if not graph:  # network share: forward + backward alone, eager
         outs_times = []
         for _ in range(STEPS):
