@@ -38,7 +38,9 @@ class TrainConfig:
     epochs: int = 100
     batch: int = 16
     imgsz: int = 640
-    device: str | None = None
+    device: str | None = None  # "0,1,2,3" = DDP, one process per GPU (docs/distributed.md)
+    world_size: int = 0  # DDP processes; 0 = one per listed device (set it with device="cpu" for CPU DDP)
+    sync_bn: bool = False  # DDP: BatchNorm statistics over the global batch (SyncBatchNorm)
     workers: int = 8
     seed: int = 0
     deterministic: bool = True
@@ -111,6 +113,8 @@ class TrainConfig:
         for k, v in positive.items():
             if v < 1:
                 raise ConfigError(f"{k} must be >= 1, got {v}")
+        if self.world_size < 0:
+            raise ConfigError(f"world_size must be >= 0 (0 = one process per listed device), got {self.world_size}")
         if self.workers < 0:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")
         if self.lr0 <= 0:
@@ -126,6 +130,39 @@ class TrainConfig:
 
     def augment_kwargs(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in AUGMENT_KEYS}
+
+
+# keys that may change when resuming; every other key comes from the checkpoint's train_args
+RESUME_OVERRIDABLE = ("device", "world_size", "workers", "verbose", "plots", "tensorboard")
+
+
+def resolve_resume(cfg: TrainConfig, explicit: set[str]) -> tuple[Path, dict[str, Any], TrainConfig]:
+    """The checkpoint ``cfg.resume`` names (``True`` = the newest ``*/weights/last.pt`` under ``project``),
+    the checkpoint itself, and the run's config: its saved ``train_args`` plus the explicitly given
+    :data:`RESUME_OVERRIDABLE` keys."""
+    from ..errors import CheckpointError
+    from ..io.checkpoint import read_checkpoint
+
+    r = cfg.resume
+    if isinstance(r, str):
+        path = Path(r)
+    else:
+        found = sorted(Path(cfg.project).glob("*/weights/last.pt"), key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise CheckpointError(f"resume=True found no */weights/last.pt under {cfg.project!r}; "
+                                  "pass resume='path/to/last.pt'")
+        path = found[-1]
+    ckpt = read_checkpoint(path)
+    if "train_state" not in ckpt or "train_args" not in ckpt:
+        raise CheckpointError(f"{str(path)!r} holds no training state (a best.pt or a stripped checkpoint); "
+                              "resume from weights/last.pt of an unfinished run")
+    saved = {k: v for k, v in dict(ckpt["train_args"]).items() if k in TrainConfig.keys()}
+    saved.update({k: getattr(cfg, k) for k in RESUME_OVERRIDABLE if k in explicit})
+    saved["resume"] = str(path)
+    new = TrainConfig.from_overrides(saved)
+    if int(ckpt["train_state"]["epoch"]) + 1 >= new.epochs:
+        raise ConfigError(f"{str(path)!r} already finished all {new.epochs} epochs; nothing to resume")
+    return path, ckpt, new
 
 
 _TRUE = {"1", "true", "yes", "on"}

@@ -48,8 +48,20 @@ import torch
 import yaml
 from torch import Tensor
 
-from ..errors import CheckpointError, ConfigError, GraphCaptureError
-from .config import TrainConfig
+from ..errors import ConfigError, GraphCaptureError
+from .config import RESUME_OVERRIDABLE, TrainConfig, resolve_resume  # noqa: F401 (re-exported)
+from .distributed import (
+    DistContext,
+    all_true,
+    barrier,
+    broadcast_object,
+    cleanup_distributed,
+    convert_sync_batchnorm,
+    gather_digests,
+    revert_sync_batchnorm,
+    setup_distributed,
+    wrap_ddp,
+)
 from .ema import ModelEMA
 from .loggers import ResultsLogger
 from .optim import build_optimizer, choose_optimizer
@@ -60,14 +72,28 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# keys that may change when resuming; every other key comes from the checkpoint's train_args
-RESUME_OVERRIDABLE = ("device", "workers", "verbose", "plots", "tensorboard")
 
 
 def train(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
-    """``model.train(**overrides)``: returns the best epoch's metrics plus ``save_dir``, ``best``, ``last``."""
+    """``model.train(**overrides)``: returns the best epoch's metrics plus ``save_dir``, ``best``, ``last``.
+
+    More than one device (``device="0,1"``, or ``device="cpu", world_size=2``) outside a torchrun
+    world launches DDP through torchrun (:mod:`.launch`); inside one, the trainer joins it.
+    """
+    from .distributed import in_torchrun_world, parse_devices
+
     cfg = TrainConfig.from_overrides(overrides)
-    return Trainer(model, cfg, explicit=set(overrides)).fit()
+    explicit = set(overrides)
+    if not in_torchrun_world():
+        if cfg.resume:  # device / world_size come from the checkpoint unless given again
+            path, _, cfg = resolve_resume(cfg, explicit)
+            overrides = {**overrides, "resume": str(path)}
+        plan = parse_devices(cfg.device, world_size=cfg.world_size)
+        if plan.distributed:
+            from .launch import launch_training
+
+            return launch_training(model, overrides, plan)
+    return Trainer(model, cfg, explicit=explicit).fit()
 
 
 class Trainer:
@@ -91,12 +117,25 @@ class Trainer:
         self.best_metrics: dict[str, float] = {}
         self.last_metrics: dict[str, float] = {}
         self._det_state: tuple[bool, bool, bool, bool] | None = None
+        self.dist: DistContext | None = None  # set in setup() inside a torchrun world
+        self.rank_digests: list[str] = []
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 of a DDP run, or the only process: validates, saves, logs."""
+        return self.dist is None or self.dist.is_main
 
     # ------------------------------------------------------------------ public
     def fit(self) -> dict[str, Any]:
         try:
             self.setup()
             self._loop()
+            if self.dist is not None:  # replicas must agree; rank 0's files are complete after this
+                self.rank_digests = gather_digests(self.net, self.dist)
+                if len(set(self.rank_digests)) != 1:
+                    raise RuntimeError(f"DDP replicas diverged (parameter digests {self.rank_digests}); "
+                                       "please report this with the run's args.yaml")
+                barrier(self.dist)
         finally:
             self.teardown()  # also on errors and KeyboardInterrupt: loaders, loggers, global flags
         return self._finish()
@@ -112,8 +151,9 @@ class Trainer:
         if self.model.fused:
             raise ConfigError("this model was fused for inference (fuse()); a fused model cannot train: "
                               "load the checkpoint again without fusing")
-        self.device = select_device(cfg.device)
-        self._seed()
+        self.dist = setup_distributed(cfg.device, world_size=cfg.world_size)
+        self.device = self.dist.device if self.dist is not None else select_device(cfg.device)
+        self._seed()  # the same seed on every rank: identical initial weights (DDP also broadcasts rank 0's)
         self.data = load_data_config(cfg.data)
         self._match_classes()
         self.model.imgsz = cfg.imgsz
@@ -122,13 +162,29 @@ class Trainer:
             from ..io.checkpoint import load_state_into
 
             load_state_into(self.model, ckpt["train_state"]["net"], strict=True, where=str(self.resume_path))
+        if self.dist is not None and cfg.sync_bn:
+            if self.device.type == "cuda":
+                self.model.net = convert_sync_batchnorm(self.model.net)
+            else:
+                logger.warning("sync_bn=True ignored: SyncBatchNorm needs CUDA devices (this run is on %s)",
+                               self.device)
         self.net = self.model.net
         self.net.train()
-        self.save_dir = self.resume_path.parent.parent if ckpt is not None else _increment_dir(
-            Path(cfg.project) / cfg.name, exist_ok=cfg.exist_ok)
+        self.train_net: torch.nn.Module = self.net  # what the loop calls: the DDP wrapper under DDP
+        if self.dist is not None:
+            self.train_net = wrap_ddp(self.net, self.dist)
+            s = cfg.seed + self.dist.rank  # per-rank global RNG streams from here on
+            random.seed(s)
+            np.random.seed(s)
+            torch.manual_seed(s)
+        save_dir = None
+        if self.is_main:  # rank 0 alone creates the run directory; the others learn its name
+            save_dir = self.resume_path.parent.parent if ckpt is not None else _increment_dir(
+                Path(cfg.project) / cfg.name, exist_ok=cfg.exist_ok)
+            (save_dir / "weights").mkdir(parents=True, exist_ok=True)
+            (save_dir / "args.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        self.save_dir = Path(broadcast_object(str(save_dir), self.dist))
         self.wdir = self.save_dir / "weights"
-        self.wdir.mkdir(parents=True, exist_ok=True)
-        (self.save_dir / "args.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
         self._build_loaders()
 
         self.criterion = self.model.build_criterion()
@@ -138,8 +194,9 @@ class Trainer:
 
         nb = len(self.train_loader)
         self.nb = nb
-        self.accumulate = max(round(cfg.nbs / cfg.batch), 1)
-        wd = cfg.weight_decay * cfg.batch * self.accumulate / cfg.nbs
+        total_batch = self.batch * (self.dist.world_size if self.dist is not None else 1)
+        self.accumulate = max(round(cfg.nbs / total_batch), 1)
+        wd = cfg.weight_decay * total_batch * self.accumulate / cfg.nbs
         steps = math.ceil(nb * cfg.epochs / self.accumulate)
         choice = choose_optimizer(name=cfg.optimizer, lr0=cfg.lr0, momentum=cfg.momentum, nc=self.model.nc,
                                   total_steps=steps)
@@ -155,38 +212,21 @@ class Trainer:
         self.last_opt_step = -1
         if ckpt is not None:
             self._load_train_state(ckpt["train_state"])
-        self.results = ResultsLogger(self.save_dir, tensorboard=cfg.tensorboard, plots=cfg.plots,
-                                     start_epoch=self.start_epoch)
+        self.results = (ResultsLogger(self.save_dir, tensorboard=cfg.tensorboard, plots=cfg.plots,
+                                      start_epoch=self.start_epoch) if self.is_main else None)
         self._setup_graph_capture()
-        logger.info("training %s-%s on %s: %d epochs from %d, batch %d (accumulate %d, nbs %d), imgsz %d, "
+        sync = any(isinstance(m, torch.nn.SyncBatchNorm) for m in self.net.modules())
+        ddp = (f", DDP {self.dist.world_size} processes x batch {self.batch} ({self.dist.backend}"
+               f"{', SyncBatchNorm' if sync else ''})" if self.dist is not None else "")
+        logger.info("training %s-%s on %s: %d epochs from %d, batch %d%s (accumulate %d, nbs %d), imgsz %d, "
                     "device %s, amp %s -> %s", self.model.FAMILY, self.model.size, cfg.data, cfg.epochs,
-                    self.start_epoch + 1, cfg.batch, self.accumulate, cfg.nbs, cfg.imgsz, self.device,
+                    self.start_epoch + 1, cfg.batch, ddp, self.accumulate, cfg.nbs, cfg.imgsz, self.device,
                     self.amp_dtype, self.save_dir)
 
     def _resume_checkpoint(self) -> dict[str, Any]:
-        from ..io.checkpoint import read_checkpoint
-
-        r = self.cfg.resume
-        if isinstance(r, str):
-            path = Path(r)
-        else:
-            found = sorted(Path(self.cfg.project).glob("*/weights/last.pt"), key=lambda p: p.stat().st_mtime)
-            if not found:
-                raise CheckpointError(f"resume=True found no */weights/last.pt under {self.cfg.project!r}; "
-                                      "pass resume='path/to/last.pt'")
-            path = found[-1]
-        ckpt = read_checkpoint(path)
-        if "train_state" not in ckpt or "train_args" not in ckpt:
-            raise CheckpointError(f"{str(path)!r} holds no training state (a best.pt or a stripped checkpoint); "
-                                  "resume from weights/last.pt of an unfinished run")
-        self.resume_path = path
-        saved = dict(ckpt["train_args"])
-        saved.update({k: getattr(self.cfg, k) for k in RESUME_OVERRIDABLE if k in self.explicit})
-        saved["resume"] = str(path)
-        self.cfg = TrainConfig.from_overrides(saved)
-        if int(ckpt["train_state"]["epoch"]) + 1 >= self.cfg.epochs:
-            raise ConfigError(f"{str(path)!r} already finished all {self.cfg.epochs} epochs; nothing to resume")
-        logger.info("resuming %s from epoch %d", path, int(ckpt["train_state"]["epoch"]) + 2)
+        """Every rank reads the checkpoint (rank 0 alone writes them)."""
+        self.resume_path, ckpt, self.cfg = resolve_resume(self.cfg, self.explicit)
+        logger.info("resuming %s from epoch %d", self.resume_path, int(ckpt["train_state"]["epoch"]) + 2)
         return ckpt
 
     def _load_train_state(self, st: dict[str, Any]) -> None:
@@ -237,10 +277,26 @@ class Trainer:
         hyp = AugmentConfig(**cfg.augment_kwargs())
         pin = self.device.type == "cuda"
         self.train_ds = DetectionDataset(d.train, imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc, prefix="train: ")
-        self.train_loader = build_dataloader(self.train_ds, batch=cfg.batch, workers=cfg.workers, shuffle=True,
-                                             seed=cfg.seed, pin_memory=pin)
+        self.batch, self.train_sampler = cfg.batch, None
+        if self.dist is not None:
+            # ``batch`` is the total over all ranks. Augmentation is a function of (seed, epoch, image
+            # index) and each rank draws other indices, so every rank keeps the same dataset seed.
+            from torch.utils.data import DistributedSampler
+
+            ws = self.dist.world_size
+            if cfg.batch < ws:
+                raise ConfigError(f"batch={cfg.batch} is the total batch over {ws} DDP processes and must be "
+                                  f">= {ws}; use batch={ws * max(cfg.batch, 1)} or more")
+            self.batch = cfg.batch // ws
+            if cfg.batch % ws:
+                logger.warning("batch=%d is not a multiple of the %d DDP processes: using %d per process (%d total)",
+                               cfg.batch, ws, self.batch, self.batch * ws)
+            self.train_sampler = DistributedSampler(self.train_ds, num_replicas=ws, rank=self.dist.rank,
+                                                    shuffle=True, seed=cfg.seed, drop_last=False)
+        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=cfg.workers, shuffle=True,
+                                             seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler)
         self.val_loader = None
-        if cfg.val:
+        if cfg.val and self.is_main:  # rank 0 validates on the whole val set
             self.val_ds = DetectionDataset(d.val, imgsz=cfg.imgsz, augment=False, nc=d.nc, prefix="val: ")
             self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=cfg.workers, shuffle=False,
                                                seed=cfg.seed, pin_memory=pin)
@@ -253,7 +309,9 @@ class Trainer:
         except ImportError as e:
             logger.warning("training eager: cuda_graph=True ignored because training capture is unavailable (%s)", e)
             return
-        reason = unsupported_reason(self.model, device=self.device, distributed=False)
+        reason = unsupported_reason(self.model, device=self.device, distributed=self.dist is not None)
+        if self.dist is not None and reason is not None and "distributed" not in reason:
+            reason = f"distributed training (DDP) is not captured (also: {reason})"
         capture = TrainGraphs(self.net, requested=True, amp_dtype=self.amp_dtype, reason=reason)  # logs one line
         self.graph_capture = capture if capture.enabled else None
 
@@ -262,7 +320,7 @@ class Trainer:
         ctx = (torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype is not None
                else contextlib.nullcontext())
         with ctx:
-            return self.model.net(imgs)
+            return self.train_net(imgs)
 
     def _forward(self, imgs: Tensor) -> Any:
         gc = self.graph_capture
@@ -299,8 +357,19 @@ class Trainer:
                 if hook is not None:
                     hook(self.criterion)
             self.train_ds.set_epoch(epoch)
+            if self.train_sampler is not None:
+                self.train_sampler.set_epoch(epoch)
             losses = self._train_epoch(epoch)
             train_s = time.perf_counter() - t_epoch
+            if not self.is_main:  # rank 0 validates, saves and logs; the others wait for its decision
+                stop, epochs = broadcast_object(None, self.dist)
+                if epochs != self.cfg.epochs:
+                    self.cfg = dataclasses.replace(self.cfg, epochs=epochs)
+                    self.schedule = dataclasses.replace(self.schedule, epochs=epochs)
+                if stop:
+                    break
+                epoch += 1
+                continue
             metrics = self._validate(final=epoch == cfg.epochs - 1)
             fit = metrics.get("fitness", -math.inf) if metrics else -math.inf
             improved = fit > self.best_fitness or not metrics
@@ -319,14 +388,19 @@ class Trainer:
             row.update({f"lr/pg{i}": g["lr"] for i, g in enumerate(self.optimizer.param_groups)})
             row["time/epoch_s"] = train_s
             row["time/images_per_s"] = len(self.train_ds) / max(train_s, 1e-9)
+            assert self.results is not None  # rank 0
             self.results.log(row)
-            for cb in self.callbacks:
+            for cb in self.callbacks:  # rank 0 only under DDP
                 cb(self, row)
+            stop = False
             if cfg.patience and stale >= cfg.patience:
                 logger.info("early stop: no fitness improvement in %d epochs", cfg.patience)
-                break
-            if cfg.time_limit and not self._replan(epoch, elapsed=time.perf_counter() - t_start,
-                                                   last_epoch_s=time.perf_counter() - t_epoch):
+                stop = True
+            if not stop and cfg.time_limit and not self._replan(epoch, elapsed=time.perf_counter() - t_start,
+                                                                last_epoch_s=time.perf_counter() - t_epoch):
+                stop = True
+            broadcast_object((stop, self.cfg.epochs), self.dist)
+            if stop:
                 break
             epoch += 1
 
@@ -363,25 +437,36 @@ class Trainer:
         self.net.train()
         names = self._loss_names()
         mloss: Tensor | None = None
-        bar = tqdm(enumerate(self.train_loader), total=nb, disable=not cfg.verbose, dynamic_ncols=True,
+        bar = tqdm(enumerate(self.train_loader), total=nb, disable=not (cfg.verbose and self.is_main),
+                   dynamic_ncols=True,
                    desc=f"{epoch + 1}/{cfg.epochs}", leave=True)
+        ddp = self.dist
         for i, batch in bar:
             ni = i + nb * epoch
             self.schedule.apply(self.optimizer, iteration=ni, epoch=epoch)
             imgs = batch["img"].to(self.device, non_blocking=True).float().div_(255.0)
-            preds = self._forward(imgs)
-            loss, items = self.criterion(preds, batch)
-            if not torch.isfinite(loss):
-                logger.warning("non-finite loss %s at epoch %d batch %d: batch skipped", items.tolist(), epoch + 1, i)
-                self._zero_grad()
-                continue
-            self.scaler.scale(loss).backward()
-            if ni - self.last_opt_step >= self.accumulate:
+            step = ni - self.last_opt_step >= self.accumulate
+            # DDP: all-reduce gradients only on the micro-batch that steps the optimiser
+            sync = (self.train_net.no_sync() if ddp is not None and not step  # type: ignore[operator]
+                    else contextlib.nullcontext())
+            with sync:
+                preds = self._forward(imgs)
+                loss, items = self.criterion(preds, batch)
+                finite = all_true(bool(torch.isfinite(loss)), ddp)  # every rank skips, or none does
+                if not finite:
+                    logger.warning("non-finite loss %s at epoch %d batch %d: batch skipped", items.tolist(),
+                                   epoch + 1, i)
+                    self._zero_grad()
+                    continue
+                if ddp is not None:  # DDP averages gradients; the single-process loss scale is the sum
+                    loss = loss * ddp.world_size
+                self.scaler.scale(loss).backward()
+            if step:
                 self._optimizer_step()
                 self.last_opt_step = ni
             items = items.detach().float().cpu()
             mloss = items if mloss is None else (mloss * i + items) / (i + 1)
-            if cfg.verbose:
+            if cfg.verbose and self.is_main:
                 mem = f"{torch.cuda.memory_reserved(self.device) / 2**30:.2f}G" if self.device.type == "cuda" else "-"
                 desc = " ".join(f"{n}={v:.3f}" for n, v in zip(names, mloss.tolist(), strict=False))
                 bar.set_description(f"{epoch + 1}/{cfg.epochs} mem={mem} {desc} inst={int(batch['cls'].numel())} "
@@ -436,12 +521,17 @@ class Trainer:
 
     # ------------------------------------------------------------------ end
     def teardown(self) -> None:
-        """Release loaders and loggers (also after an exception or KeyboardInterrupt)."""
+        """Release loaders, loggers and the process group (also after an exception or KeyboardInterrupt)."""
         for name in ("train_loader", "val_loader"):
             if hasattr(self, name):
                 setattr(self, name, None)
-        if hasattr(self, "results"):
+        if getattr(self, "results", None) is not None:
             self.results.close()
+        if hasattr(self, "train_net"):
+            self.train_net = self.net  # drop the DDP wrapper (and its communication buffers)
+        if self.dist is not None and any(isinstance(m, torch.nn.SyncBatchNorm) for m in self.model.net.modules()):
+            self.model.net = self.net = revert_sync_batchnorm(self.model.net)
+        cleanup_distributed(self.dist)
         if self._det_state is not None:
             det, warn_only, cudnn_det, cudnn_bench = self._det_state
             torch.use_deterministic_algorithms(det, warn_only=warn_only)
@@ -460,6 +550,8 @@ class Trainer:
         out: dict[str, Any] = dict(self.best_metrics or self.last_metrics)
         out.update(save_dir=str(self.save_dir), best=str(best) if best.is_file() else None,
                    last=str(self.wdir / "last.pt"), epochs=self.epoch + 1)
+        if self.dist is not None:
+            out.update(world_size=self.dist.world_size, rank_digests=list(self.rank_digests))
         logger.info("training done: %s; results in %s", {k: round(v, 4) for k, v in out.items()
                                                           if isinstance(v, float)}, self.save_dir)
         return out

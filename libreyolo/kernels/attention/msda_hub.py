@@ -76,7 +76,7 @@ def local_loader(path: str | Path, *, package_name: str = "deformable_detr") -> 
     root = Path(path)
 
     def load(repo_id: str, revision: str) -> ModuleType:
-        if importlib.util.find_spec("kernels") is not None:
+        if _kernels_installed():
             kernels = importlib.import_module("kernels")
             return kernels.get_local_kernel(root, package_name)
         init = root / "build" / "torch-universal" / package_name / "__init__.py"
@@ -134,7 +134,17 @@ def _package_ready() -> bool:
     """Can a load be attempted? Never imports anything (no network)."""
     if revision() is None:
         return False
-    return _state.loader is not None or importlib.util.find_spec("kernels") is not None
+    return _state.loader is not None or _kernels_installed()
+
+
+def _kernels_installed() -> bool:
+    """Is the optional ``kernels`` package installed? A bare folder named ``kernels`` on the path
+    (a namespace package, e.g. a test directory) does not count."""
+    try:
+        spec = importlib.util.find_spec("kernels")
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.origin is not None
 
 
 def loaded() -> ModuleType | None:

@@ -98,3 +98,14 @@ def test_fixed_shape_export_rejects_other_sizes(tmp_path) -> None:
     with pytest.raises(ConfigError, match="imgsz"):
         loaded.predict(np.full((50, 50, 3), 100, np.uint8), imgsz=96)
     assert len(loaded.predict(np.full((50, 50, 3), 100, np.uint8), imgsz=64)) == 1
+
+
+def test_cli_export_writes_a_loadable_file(tmp_path, monkeypatch) -> None:
+    from libreyolo.cli.main import entrypoint
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "cli.onnx"
+    rc = entrypoint(["export", "model=LibreYOLO9t.pt", "format=onnx", "imgsz=64", f"file={out}"])
+    assert rc == 0 and out.is_file()
+    assert LibreYOLO(str(out)).FAMILY == "yolo9"
+    assert entrypoint(["export", "model=LibreYOLO9t.pt", "format=tflite"]) != 0

@@ -421,7 +421,6 @@ def test_weights_names_resolve_without_clashing() -> None:
     register_family(YOLOX)
     assert parse_weights_name("LibreYOLO7x.pt").family == "yolo7"
     assert parse_weights_name("LibreYOLOXx.pt").family == "yolox"
-    assert YOLO7.SUPPORTS_CUDA_GRAPH is False and YOLO7.CUDA_GRAPH_REASON
 
 
 def test_predict_on_sample_image_untrained() -> None:

@@ -1,0 +1,36 @@
+"""Every registered family exports to ONNX with portable ops only, and ONNX Runtime matches eager."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+onnx = pytest.importorskip("onnx", reason="the onnx extra is part of the CI environment")
+pytest.importorskip("onnxruntime")
+
+from libreyolo import LibreYOLO  # noqa: E402
+from libreyolo.export.onnx import portable_op_violations  # noqa: E402
+from libreyolo.registry import families  # noqa: E402
+
+FAMS = sorted(families().items())
+
+
+@pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
+def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = fam(size=fam.SIZES[0], nc=3)
+    path = model.export(format="onnx", imgsz=64, file=str(tmp_path / f"{name}.onnx"))
+    assert portable_op_violations(onnx.load(str(path))) == []
+    loaded = LibreYOLO(str(path))
+    assert loaded.FAMILY == name and loaded.names == model.names
+    x = torch.rand(1, 3, 64, 64)
+    model.fuse()
+    ref = model.eager_forward(x)
+    ref = list(ref) if isinstance(ref, (list, tuple)) else [ref]
+    got = loaded.forward(x)
+    assert len(got) == len(ref)
+    for a, b in zip(ref, got):
+        assert a.shape == b.shape
+        assert torch.allclose(a.float(), b, rtol=1e-3, atol=1e-3), float((a.float() - b).abs().max())
