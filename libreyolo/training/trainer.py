@@ -276,7 +276,11 @@ class Trainer:
         cfg, d = self.cfg, self.data
         hyp = AugmentConfig(**cfg.augment_kwargs())
         pin = self.device.type == "cuda"
+        if not self.is_main:  # rank 0 scans the labels and writes the cache first; the others read it
+            barrier(self.dist)
         self.train_ds = DetectionDataset(d.train, imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc, prefix="train: ")
+        if self.dist is not None and self.is_main:
+            barrier(self.dist)
         self.batch, self.train_sampler = cfg.batch, None
         if self.dist is not None:
             # ``batch`` is the total over all ranks. Augmentation is a function of (seed, epoch, image
