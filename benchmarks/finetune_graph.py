@@ -74,7 +74,7 @@ def main() -> None:
         summary["map_delta"] = g["final"].get("mAP50-95", 0) - e["final"].get("mAP50-95", 0)
     write_json(args.out / "finetune_graph.json", summary)
     rows = []
-    for re_, rg in zip(e.get("epochs", []), g.get("epochs", [])):
+    for re_, rg in zip(e.get("epochs", []), g.get("epochs", []), strict=False):
         row = {"epoch": re_.get("epoch")}
         for k in re_:
             if k.startswith("train/") or k.startswith("metrics/mAP50-95"):

@@ -117,7 +117,7 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
         dets = model.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes,
                                  max_det=opts.max_det, agnostic=opts.agnostic_nms)
         out = []
-        for it, det, p in zip(items, dets, params):
+        for it, det, p in zip(items, dets, params, strict=True):
             det = det.float()
             det[:, :4] = scale_boxes(det[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.image.shape[:2])
             out.append(det.cpu())
@@ -125,7 +125,7 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
         n = len(items)
         speed = {"preprocess": (t1 - t0) * 1e3 / n, "inference": (t2 - t1) * 1e3 / n,
                  "postprocess": (t3 - t2) * 1e3 / n}
-        for it, det in zip(items, out):
+        for it, det in zip(items, out, strict=True):
             r = Results(orig_img=it.image, path=it.path, names=model.names, boxes=det, speed=speed,
                         frame=it.frame)
             if opts.save:

@@ -85,7 +85,7 @@ def thread_local_capture() -> Any:
                 ns.CUDAGraph = _ThreadLocalCUDAGraph  # type: ignore[misc]
             yield
         finally:
-            for ns, original in zip(namespaces, originals):
+            for ns, original in zip(namespaces, originals, strict=True):
                 ns.CUDAGraph = original  # type: ignore[misc]
 
 

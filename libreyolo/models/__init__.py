@@ -2,11 +2,11 @@
 family is gone."""
 
 from ..registry import register_family
-from .yolo9.family import YOLO9
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
 from .yolo7.family import YOLO7
+from .yolo9.family import YOLO9
 from .yolox.family import YOLOX
 
 register_family(YOLO9)

@@ -25,7 +25,7 @@ def make_anchors(
     stride_tensor (Tensor[A, 1]); multiply the two for input pixels.
     """
     points, strides_out = [], []
-    for (h, w), s in zip(feat_shapes, strides):
+    for (h, w), s in zip(feat_shapes, strides, strict=True):
         sx = torch.arange(w, device=device, dtype=dtype) + offset
         sy = torch.arange(h, device=device, dtype=dtype) + offset
         gy, gx = torch.meshgrid(sy, sx, indexing="ij")

@@ -31,6 +31,6 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     ref = list(ref) if isinstance(ref, (list, tuple)) else [ref]
     got = loaded.forward(x)
     assert len(got) == len(ref)
-    for a, b in zip(ref, got):
+    for a, b in zip(ref, got, strict=True):
         assert a.shape == b.shape
         assert torch.allclose(a.float(), b, rtol=1e-3, atol=1e-3), float((a.float() - b).abs().max())

@@ -17,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 
 def _model_and_batches(imgsz: int = 128, batch: int = 4):
-    from libreyolo import LibreYOLO
     from parity_train import synthetic_batch
+
+    from libreyolo import LibreYOLO
 
     torch.manual_seed(0)
     model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=6)
@@ -43,7 +44,7 @@ def test_step_zero_loss_and_bn_buffers_bit_identical() -> None:
     loss_g.backward()
     assert g.info()["graphs"], g.info()
     assert torch.equal(loss_e.detach(), loss_g.detach())
-    for (k, be), (_, bg) in zip(eager_net.named_buffers(), graph_net.named_buffers()):
+    for (k, be), (_, bg) in zip(eager_net.named_buffers(), graph_net.named_buffers(), strict=True):
         assert torch.equal(be, bg), k
 
 
@@ -117,7 +118,7 @@ def test_pinned_memory_loader_workers_during_repeated_captures() -> None:
     net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.SiLU(), nn.Conv2d(16, 8, 1)).cuda().train()
     loader = torch.utils.data.DataLoader(_Noise(), batch_size=8, num_workers=4, pin_memory=True)
     captures = 0
-    for epoch in range(2):
+    for _epoch in range(2):
         for x in loader:
             g = TrainGraphs(net, requested=True, amp_dtype=torch.float16, reason=None, repeats=1)
             out = g.forward(x.cuda(non_blocking=True))

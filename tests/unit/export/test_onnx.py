@@ -61,7 +61,7 @@ def test_onnxruntime_outputs_match_pytorch(exported) -> None:
         ref = ref_net(x)
     got = loaded.forward(x)
     assert len(got) == len(ref)
-    for a, b in zip(ref, got):
+    for a, b in zip(ref, got, strict=True):
         assert a.shape == b.shape
         assert torch.allclose(a, b, rtol=1e-3, atol=1e-3), float((a - b).abs().max())
 

@@ -17,4 +17,4 @@ def test_quantized_checkpoint_round_trip(tmp_path) -> None:
     assert m2.quant_info()["recipe"] == "int8"
     with torch.no_grad():
         a, b = m.net.eval()(x), m2.net.eval()(x)
-    assert all(torch.equal(u, v) for u, v in zip(a, b))
+    assert all(torch.equal(u, v) for u, v in zip(a, b, strict=True))

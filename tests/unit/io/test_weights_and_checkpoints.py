@@ -34,7 +34,7 @@ def test_safetensors_round_trip(tmp_path: Path) -> None:
     m = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=2)
     p = m.save(tmp_path / "w.safetensors")
     m2 = LibreYOLO(str(p))
-    assert all(torch.equal(a, b) for a, b in zip(m.net.state_dict().values(), m2.net.state_dict().values()))
+    assert all(torch.equal(a, b) for a, b in zip(m.net.state_dict().values(), m2.net.state_dict().values(), strict=True))
 
 
 def test_weights_dir_env_is_searched(tiny_ckpt: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

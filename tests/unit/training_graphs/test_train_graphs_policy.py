@@ -27,7 +27,7 @@ def test_unsupported_configuration_logs_one_line_and_runs_eager(caplog: pytest.L
         g = tg.TrainGraphs(net, requested=True, amp_dtype=None, reason="family 'x' has no verified training capture")
         x = torch.rand(2, 3, 8, 8)
         for _ in range(5):
-            out = g.forward(x)
+            g.forward(x)
     lines = [r for r in caplog.records if r.name == "libreyolo.graphs.training"]
     assert len(lines) == 1 and "training eager" in lines[0].getMessage()
     assert not g.enabled and g.eager_steps == 5
