@@ -126,10 +126,10 @@ def unsupported_reason(model: Any, *, device: torch.device, distributed: bool, d
     fam = type(model)
     if not getattr(fam, "SUPPORTS_TRAIN_CUDA_GRAPH", False):
         return f"family {fam.FAMILY!r} has no verified training capture ({fam.TRAIN_CUDA_GRAPH_REASON})"
-    if device.type != "cuda":
-        return f"device is {device.type}, CUDA graphs need a CUDA device"
     if distributed:
         return "distributed training (DDP) is not captured"
+    if device.type != "cuda":
+        return f"device is {device.type}, CUDA graphs need a CUDA device"
     if distill:
         return "distillation runs are not captured"
     return None
