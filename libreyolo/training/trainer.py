@@ -316,7 +316,11 @@ class Trainer:
         reason = unsupported_reason(self.model, device=self.device, distributed=self.dist is not None)
         if self.dist is not None and reason is not None and "distributed" not in reason:
             reason = f"distributed training (DDP) is not captured (also: {reason})"
-        capture = TrainGraphs(self.net, requested=True, amp_dtype=self.amp_dtype, reason=reason)  # logs one line
+        # A family split at a seam (SPEC G-9) names its capturable training trunk; the rest of its
+        # forward (e.g. a denoising decoder) runs inside its criterion, eager.
+        stages = self.model.train_stages()
+        target = stages[0].fn if stages and stages[0].capturable else self.net
+        capture = TrainGraphs(target, requested=True, amp_dtype=self.amp_dtype, reason=reason)  # logs one line
         self.graph_capture = capture if capture.enabled else None
 
     # ------------------------------------------------------------------ the loop

@@ -99,6 +99,12 @@ class Family:
     def on_close_mosaic(self, criterion: Any) -> None:
         """Hook: called when strong augmentation is switched off for the last epochs."""
 
+    def train_stages(self) -> list[Stage] | None:
+        """The training forward as stages when it is split at a seam (SPEC G-9): the first,
+        capturable stage must return exactly what train-mode ``net(x)`` returns; the remaining
+        stages run inside the criterion. ``None`` (default): the whole network is one stage."""
+        return None
+
     def forward_stages(self) -> list[Stage]:
         """The forward as a chain of stages (SPEC G-9). Default: one capturable stage."""
         return [Stage(name="net", fn=self.net, capturable=True)]
