@@ -8,6 +8,8 @@ noise, a natural image); compare with eager using torch.equal on every output. W
 
     python benchmarks/parity_predict.py --out docs            # the committed matrix
     python benchmarks/parity_predict.py --out /tmp/p --families yolo9 --sizes t --imgsz 320
+    python benchmarks/parity_predict.py --out /tmp/p --families resnet,convnext --imgsz 224 \
+        --merge docs/cuda-graph-parity.json   # add rows, keep the other families' rows
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-fuse", action="store_true", help="probe the unfused model")
     ap.add_argument("--commit", default=None, help="commit id to record (default: git rev-parse HEAD)")
+    ap.add_argument("--merge", type=Path, default=None,
+                    help="an existing matrix JSON: its rows of other family/task/size/dtype are kept in the output")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
@@ -50,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = run_matrix(families=split(args.families) or None, sizes=split(args.sizes) or None,
                       imgsz=args.imgsz, batch=args.batch, dtypes=tuple(split(args.dtypes)),
                       device="cuda", seed=args.seed, fuse=not args.no_fuse)
+    if args.merge is not None and args.merge.is_file():
+        import json
+
+        new = {(r["family"], r["task"], r["size"], r["dtype"]) for r in rows}
+        rows = [r for r in json.loads(args.merge.read_text())["rows"]
+                if (r["family"], r["task"], r["size"], r["dtype"]) not in new] + rows
     env = environment(commit=args.commit)
     settings = {"imgsz": args.imgsz, "batch": args.batch, "seed": args.seed, "fuse": not args.no_fuse,
                 "probes": ["uniform", "image"], "dtypes": split(args.dtypes)}

@@ -11,7 +11,12 @@ in a numerics class:
   eager-noise  graph differs from eager no more than two seeded eager runs differ from each other
   float-rounding  a few gradients differ beyond eager noise (named in the JSON)
 
+Detection families get a synthetic detection batch; classification families (capability
+``OUTPUT_KIND == "probs"``) a batch of images and one class id per image. Each step starts from
+the same RNG seed, so dropout / stochastic-depth masks are drawn alike in the two eager runs.
+
 Usage (GPU): PYTHONPATH=. python benchmarks/parity_train.py --out $OUT [--sizes t,s] [--commit SHA]
+             [--families resnet,convnext] [--merge docs/cuda-graph-training-parity.json]
 """
 
 from __future__ import annotations
@@ -44,6 +49,13 @@ def synthetic_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch
             "bboxes": torch.cat(boxes).float().to(device)}
 
 
+def classify_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.device) -> dict[str, Any]:
+    """A classification batch: images in [0, 1] (Tensor[B, 3, S, S]) and class ids (Tensor[B] int64)."""
+    g = torch.Generator().manual_seed(seed)
+    imgs = torch.rand(batch, 3, imgsz, imgsz, generator=g)
+    return {"img": imgs.to(device), "cls": torch.randint(0, nc, (batch,), generator=g).to(device)}
+
+
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> int:
     """Largest distance in units in the last place between two float32 tensors."""
     def ordered(t: torch.Tensor) -> torch.Tensor:
@@ -60,6 +72,7 @@ def one_step(model: Any, net: torch.nn.Module, batch: dict[str, Any], amp: torch
     criterion = model.build_criterion()
     for p in net.parameters():
         p.grad = None
+    torch.manual_seed(123)  # same dropout / drop-path draws in every eager run
     if graphs is not None:
         preds = graphs.forward(batch["img"])
     else:
@@ -115,7 +128,8 @@ def run_row(fam: type, size: str, amp: torch.dtype | None, *, batch: int, imgsz:
     torch.manual_seed(0)
     model = fam(size=size, nc=6)
     base = model.net.to(device).train()
-    data = synthetic_batch(batch=batch, imgsz=imgsz, nc=6, seed=1, device=device)
+    make = classify_batch if getattr(fam, "OUTPUT_KIND", "boxes") == "probs" else synthetic_batch
+    data = make(batch=batch, imgsz=imgsz, nc=6, seed=1, device=device)
     nets = [copy.deepcopy(base) for _ in range(3)]
     model.net = nets[0]
     e1 = one_step(model, nets[0], data, amp)
@@ -140,11 +154,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--imgsz", type=int, default=640)
     ap.add_argument("--commit", default=None)
+    ap.add_argument("--families", default=None, help="comma list restricting families")
+    ap.add_argument("--merge", type=Path, default=None,
+                    help="an existing matrix JSON: its rows of other family/size/dtype are kept in the output")
     args = ap.parse_args()
     from libreyolo.registry import families
 
     rows = []
     for fam in families().values():
+        if args.families and fam.FAMILY not in args.families.split(","):
+            continue
         try:
             fam.build_criterion  # noqa: B018
         except AttributeError:
@@ -161,6 +180,13 @@ def main() -> None:
                     row = {"family": fam.FAMILY, "size": size, "dtype": str(amp), "pass": False, "error": repr(e)[:300]}
                 rows.append(row)
                 print({k: row.get(k) for k in ("family", "size", "dtype", "pass", "numerics_class", "loss_bit_identical", "max_ulp", "error")}, flush=True)
+    if args.merge is not None and args.merge.is_file():
+        import json
+
+        new = {(r.get("family"), r.get("size"), r.get("dtype")) for r in rows}
+        old = [r for r in json.loads(args.merge.read_text())["rows"]
+               if (r.get("family"), r.get("size"), r.get("dtype")) not in new]
+        rows = old + rows
     result = {"environment": stamp(args.commit), "batch": args.batch, "imgsz": args.imgsz, "rows": rows}
     cols = ["family", "task", "size", "dtype", "captured", "loss_bit_identical", "bn_buffers_differing", "grads_differing",
             "grads_total", "max_ulp", "max_abs_graph_vs_eager", "max_abs_eager_vs_eager", "numerics_class", "pass"]

@@ -127,6 +127,11 @@ def load_data_config(data: str | Path) -> DataConfig:
         >>> cfg.nc, len(cfg.train)
         (6, 2000)
     """
+    if isinstance(data, str) and data == "shapes-cls" or (
+            not (isinstance(data, str) and data in BUILTIN) and _is_classify_root(Path(data).expanduser())):
+        raise DatasetError(f"{str(data)!r} is a classification dataset (ImageFolder: train/<class>/*); a detection "
+                           "model needs a dataset yaml with keys path/train/val/names and YOLO label files "
+                           "(images/<split>/*.jpg with labels/<split>/*.txt), or data='shapes'")
     if isinstance(data, str) and data in BUILTIN:
         from .shapes import ensure_shapes_dataset
 
@@ -173,3 +178,12 @@ def load_data_config(data: str | Path) -> DataConfig:
                  len(val), len(names))
     return DataConfig(root=root.resolve(), train=train, val=val, names=names, nc=len(names),
                       yaml_path=yaml_path)
+
+
+def _is_classify_root(path: Path) -> bool:
+    """A folder without data.yaml whose train/ holds class folders of images (ImageFolder layout)."""
+    if not path.is_dir() or (path / "data.yaml").is_file() or (path / "labels").is_dir():
+        return False
+    from .classify import looks_like_classify_root
+
+    return looks_like_classify_root(path)

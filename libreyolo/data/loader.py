@@ -69,14 +69,16 @@ def seed_worker(worker_id: int) -> None:
 
 def build_dataloader(ds: Any, *, batch: int, workers: int, shuffle: bool, seed: int,
                      pin_memory: bool = True, sampler: Sampler | None = None,
-                     drop_last: bool = False) -> DataLoader:
+                     drop_last: bool = False, collate_fn: Any = None) -> DataLoader:
     """A DataLoader over a :class:`~libreyolo.data.dataset.DetectionDataset` with
     :func:`~libreyolo.data.dataset.collate_detection`.
 
     ``workers > 0`` uses persistent workers seeded by :func:`seed_worker`; ``pin_memory`` is
     applied only when CUDA is available. A custom ``sampler`` (e.g. a ``DistributedSampler``)
     replaces the built-in seeded one; then ``shuffle`` is the sampler's business and the
-    caller sets epochs on it and on the dataset.
+    caller sets epochs on it and on the dataset. ``collate_fn`` defaults to
+    :func:`~libreyolo.data.dataset.collate_detection` (classification passes
+    :func:`~libreyolo.data.classify.collate_classify`).
 
     Example:
         >>> loader = build_dataloader(ds, batch=16, workers=4, shuffle=True, seed=0)
@@ -101,7 +103,7 @@ def build_dataloader(ds: Any, *, batch: int, workers: int, shuffle: bool, seed: 
         num_workers=workers,
         pin_memory=bool(pin_memory and torch.cuda.is_available()),
         drop_last=drop_last,
-        collate_fn=collate_detection,
+        collate_fn=collate_fn or collate_detection,
         worker_init_fn=seed_worker if workers > 0 else None,
         persistent_workers=workers > 0,
         generator=generator,

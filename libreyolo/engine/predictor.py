@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ..ops import nms as _nms  # noqa: F401 - import torchvision's kernels before anything is timed
 from ..ops.boxes import scale_boxes
 from ..ops.letterbox import check_imgsz, letterbox
 
@@ -90,6 +91,16 @@ def preprocess(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.d
     return x, params
 
 
+def preprocess_classify(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device) -> torch.Tensor:
+    """RGB uint8 HWC images -> Tensor[B, 3, S, S] float32 in [0, 1]: short side resized to
+    ``S = min(imgsz)``, central square (the validation transform of :mod:`libreyolo.data.classify`)."""
+    from ..data.classify import center_crop
+
+    side = min(imgsz)
+    batch = [torch.from_numpy(center_crop(np.ascontiguousarray(im), side)) for im in images]
+    return torch.stack(batch).to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255.0)
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -106,6 +117,9 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
     model.net.eval()
     save_dir = None
     batches = load_source(source, batch=opts.batch, bgr=opts.bgr)  # validates before any side effect
+    if getattr(model, "OUTPUT_KIND", "boxes") == "probs":
+        yield from _predict_probs(model, batches, opts)
+        return
     for items in batches:
         t0 = time.perf_counter()
         x, params = preprocess([it.image for it in items], opts.imgsz, device)
@@ -128,6 +142,37 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
         for it, det in zip(items, out, strict=True):
             r = Results(orig_img=it.image, path=it.path, names=model.names, boxes=det, speed=speed,
                         frame=it.frame)
+            if opts.save:
+                if save_dir is None:
+                    from .results import next_run_dir
+
+                    save_dir = opts.save_dir or next_run_dir(Path("runs") / model.task / "predict")
+                r.save(save_dir)
+            yield r
+
+
+def _predict_probs(model: Family, batches: Any, opts: PredictOptions) -> Iterator[Results]:
+    """The classification path: center crop -> network -> softmax -> ``Results.probs``."""
+    from .results import Results
+
+    device = model.device
+    save_dir = None
+    for items in batches:
+        t0 = time.perf_counter()
+        x = preprocess_classify([it.image for it in items], opts.imgsz, device)
+        _sync(device)
+        t1 = time.perf_counter()
+        raw = model.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=opts.amp_dtype)
+        _sync(device)
+        t2 = time.perf_counter()
+        probs = [p.float().cpu() for p in model.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None,
+                                                             max_det=opts.max_det, agnostic=False)]
+        t3 = time.perf_counter()
+        n = len(items)
+        speed = {"preprocess": (t1 - t0) * 1e3 / n, "inference": (t2 - t1) * 1e3 / n,
+                 "postprocess": (t3 - t2) * 1e3 / n}
+        for it, p in zip(items, probs, strict=True):
+            r = Results(orig_img=it.image, path=it.path, names=model.names, probs=p, speed=speed, frame=it.frame)
             if opts.save:
                 if save_dir is None:
                     from .results import next_run_dir

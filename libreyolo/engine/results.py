@@ -4,7 +4,7 @@ Tensor contract: ``Results.boxes.data`` is ``Tensor[N, 6]`` float32 on CPU, one 
 detection: x1, y1, x2, y2 (pixels of the original image), confidence, class id.
 
 Task-specific fields are optional keyword arguments of :class:`Results` that default to
-``None`` (``boxes`` today); a new task adds its own (for example ``probs``) the same way, and the
+``None`` (``boxes``; ``probs``, a :class:`Probs` of Tensor[nc] class probabilities, for classification); a new task adds its own (for example ``probs``) the same way, and the
 methods skip the fields a result does not have.
 
 Example:
@@ -149,6 +149,83 @@ class Boxes:
         return f"Boxes(n={len(self)}, orig_shape={self.orig_shape}, data={self._data!r})"
 
 
+class Probs:
+    """Class probabilities of one image (classification).
+
+    Args:
+        data (Tensor[nc] | np.ndarray[nc]): probabilities (softmax output), float.
+
+    ``top1`` (int), ``top5`` (list[int], best first, fewer when nc < 5), ``top1conf`` (Tensor
+    scalar), ``top5conf`` (Tensor[k]); ``data`` as given (numpy after :meth:`numpy`).
+
+    Example:
+        >>> p = Probs(torch.tensor([0.1, 0.6, 0.3]))
+        >>> p.top1, p.top5, round(float(p.top1conf), 2)
+        (1, [1, 2, 0], 0.6)
+    """
+
+    def __init__(self, data: Tensor | np.ndarray, *, as_numpy: bool = False) -> None:
+        if isinstance(data, np.ndarray):
+            data = torch.from_numpy(data)
+            as_numpy = True
+        if not isinstance(data, Tensor) or data.ndim != 1 or data.numel() == 0:
+            shape = tuple(getattr(data, "shape", ()))
+            raise ConfigError(f"probs must be a 1-D Tensor[nc] of class probabilities, got "
+                              f"{type(data).__name__} {shape}")
+        self._data = data
+        self._as_numpy = as_numpy
+
+    def _out(self, t: Tensor) -> Any:
+        return t.numpy() if self._as_numpy else t
+
+    @property
+    def data(self) -> Any:
+        """(nc,) probabilities."""
+        return self._out(self._data)
+
+    @property
+    def top1(self) -> int:
+        """The most probable class id."""
+        return int(self._data.argmax())
+
+    @property
+    def top5(self) -> list[int]:
+        """The (up to) five most probable class ids, best first."""
+        return self._data.topk(min(5, self._data.numel())).indices.tolist()
+
+    @property
+    def top1conf(self) -> Any:
+        """Probability of :attr:`top1` (0-d)."""
+        return self._out(self._data.max())
+
+    @property
+    def top5conf(self) -> Any:
+        """Probabilities of :attr:`top5` (k,)."""
+        return self._out(self._data.topk(min(5, self._data.numel())).values)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    def __len__(self) -> int:
+        return int(self._data.numel())
+
+    def cpu(self) -> Probs:
+        return Probs(self._data.cpu(), as_numpy=self._as_numpy)
+
+    def to(self, device: str | torch.device) -> Probs:
+        return Probs(self._data.to(device), as_numpy=self._as_numpy)
+
+    def numpy(self) -> Probs:
+        return Probs(self._data.detach().cpu(), as_numpy=True)
+
+    def tolist(self) -> list[float]:
+        return self._data.tolist()
+
+    def __repr__(self) -> str:
+        return f"Probs(nc={len(self)}, top1={self.top1}, top1conf={float(self._data.max()):.4f})"
+
+
 class Results:
     """What a model found in one image or video frame.
 
@@ -158,6 +235,7 @@ class Results:
         names: class id -> class name.
         boxes (Tensor[N, 6], float32, CPU): x1, y1, x2, y2, conf, cls in original-image pixels,
             or ``None`` for a task without boxes.
+        probs (Tensor[nc], float32, CPU): class probabilities for classification, else ``None``.
         speed: milliseconds per image for ``preprocess``, ``inference``, ``postprocess``.
         frame: 0-based frame index for video frames, else ``None``.
     """
@@ -169,6 +247,7 @@ class Results:
         path: str | None = None,
         names: dict[int, str],
         boxes: Tensor | np.ndarray | None = None,
+        probs: Tensor | np.ndarray | None = None,
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -182,6 +261,7 @@ class Results:
         self.frame = frame
         self.speed: dict[str, float] = dict(speed or {})
         self.boxes: Boxes | None = Boxes(boxes, self.orig_shape) if boxes is not None else None
+        self.probs: Probs | None = Probs(probs) if probs is not None else None
         self.save_path: Path | None = None  # the file the last save() wrote
 
     # ------------------------------------------------------------------ container
@@ -198,6 +278,7 @@ class Results:
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
             "frame": self.frame, "boxes": self.boxes._data if self.boxes is not None else None,
+            "probs": self.probs._data if self.probs is not None else None,
         }
         kwargs.update(fields)
         return Results(**kwargs)
@@ -211,7 +292,11 @@ class Results:
         return {self.names.get(c, str(c)): ids[c] for c in sorted(ids)}
 
     def verbose(self) -> str:
-        """A short description, e.g. ``"2 circles, 1 square"`` or ``"no detections"``."""
+        """A short description, e.g. ``"2 circles, 1 square"`` or ``"no detections"``; for
+        classification the top-5, e.g. ``"circle 0.91, square 0.05, ..."``."""
+        if self.probs is not None and self.boxes is None:
+            p = self.probs
+            return ", ".join(f"{self.names.get(c, str(c))} {float(p._data[c]):.2f}" for c in p.top5)
         counts = self.counts()
         if not counts:
             return "no detections"
@@ -220,10 +305,14 @@ class Results:
     def summary(self, *, normalize: bool = False, decimals: int = 5) -> list[dict[str, Any]]:
         """One dict per detection: ``{name, class, confidence, box: {x1, y1, x2, y2}}``.
 
-        With ``normalize=True`` box coordinates are divided by the image width/height.
+        With ``normalize=True`` box coordinates are divided by the image width/height. For
+        classification: one dict per top-5 class, ``{name, class, confidence}``, best first.
         """
         if self.boxes is None:
-            return []
+            if self.probs is None:
+                return []
+            return [{"name": self.names.get(c, str(c)), "class": c,
+                     "confidence": round(float(self.probs._data[c]), decimals)} for c in self.probs.top5]
         h, w = self.orig_shape
         out = []
         for x1, y1, x2, y2, conf, cls in self.boxes._data.tolist():
@@ -246,7 +335,8 @@ class Results:
     def __repr__(self) -> str:
         where = repr(self.path) + (f", frame={self.frame}" if self.frame is not None else "")
         speed = ", ".join(f"{k}={v:.1f}ms" for k, v in self.speed.items())
-        return (f"Results(path={where}, orig_shape={self.orig_shape}, {len(self)} detections: "
+        what = "top5" if self.boxes is None and self.probs is not None else f"{len(self)} detections"
+        return (f"Results(path={where}, orig_shape={self.orig_shape}, {what}: "
                 f"{self.verbose()}; speed: {speed or 'n/a'})")
 
     # ------------------------------------------------------------------ images
@@ -260,11 +350,30 @@ class Results:
         """
         from .plotting import draw_detections
 
+        if self.boxes is None and self.probs is not None:
+            return self._plot_probs(conf=conf)
         if self.boxes is None or len(self.boxes) == 0:
             return self.orig_img.copy()
         d = self.boxes._data.detach().cpu().float().numpy()
         return draw_detections(self.orig_img, xyxy=d[:, :4], cls=d[:, 5], conf=d[:, 4] if conf else None,
                                names=self.names, labels=labels, line_width=line_width)
+
+    def _plot_probs(self, *, conf: bool) -> np.ndarray:
+        """The image with the top-5 classes written in its top-left corner, best first."""
+        import cv2
+
+        img = np.ascontiguousarray(self.orig_img.copy())
+        h = img.shape[0]
+        scale = max(0.4, h / 800)
+        th = max(1, round(scale * 2))
+        y = int(22 * scale) + 4
+        for c in self.probs.top5 if self.probs is not None else []:
+            text = self.names.get(c, str(c)) + (f" {float(self.probs._data[c]):.2f}" if conf else "")
+            (tw, tht), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, th)
+            cv2.rectangle(img, (4, y - tht - 3), (8 + tw, y + base), (0, 0, 0), -1)
+            cv2.putText(img, text, (6, y), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), th, cv2.LINE_AA)
+            y += tht + base + 6
+        return img
 
     def save(self, target: str | Path, *, labels: bool = True, conf: bool = True,
              line_width: int | None = None) -> Path:

@@ -1,4 +1,4 @@
-"""Validation: COCO-style mAP50-95 / mAP50 through faster-coco-eval, plus precision and recall.
+"""Validation: classifiers get top-1 / top-5 (:mod:`.classify_val`); detectors COCO-style mAP50-95 / mAP50 through faster-coco-eval, plus precision and recall.
 
 Predictions and ground truth are compared in ORIGINAL image pixels: predictions are mapped back
 through each image's letterbox (``ratio_pad``), and so is the ground truth, which the dataset
@@ -89,7 +89,13 @@ def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
     data = cfg.data or model.train_args.get("data")
     if not data:
         raise ConfigError("val needs a dataset: pass data='my-dataset.yaml' (or data='shapes')")
-    dcfg = load_data_config(str(data))
+    classify = getattr(model, "OUTPUT_KIND", "boxes") == "probs"
+    if classify:
+        from ..data.classify import load_classify_data
+
+        dcfg: Any = load_classify_data(str(data))
+    else:
+        dcfg = load_data_config(str(data))
     if dcfg.nc != model.nc:
         raise ConfigError(f"the model predicts {model.nc} classes but {data!r} has {dcfg.nc}; "
                           "validate on the dataset the model was trained for")
@@ -100,11 +106,20 @@ def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
         raise ConfigError(f"imgsz must be a multiple of {model.stride}, got {imgsz}")
     device = select_device(cfg.device) if cfg.device is not None else model.device
     model.to(device)
+    amp = (torch.float16 if device.type == "cuda" else torch.bfloat16) if cfg.half else None
+    if classify:
+        from ..data.classify import ClassifyDataset, collate_classify
+        from .classify_val import run_classify_validation
+
+        cds = ClassifyDataset(list(getattr(dcfg, cfg.split)), imgsz=imgsz, augment=False, prefix=f"{cfg.split}: ")
+        closer = build_dataloader(cds, batch=cfg.batch, workers=cfg.workers, shuffle=False, seed=0,
+                                  pin_memory=device.type == "cuda", collate_fn=collate_classify)
+        return run_classify_validation(model=model, net=model.net, loader=closer, names=dcfg.names, amp_dtype=amp,
+                                       verbose=cfg.verbose, progress=cfg.verbose)
     ds = DetectionDataset(list(getattr(dcfg, cfg.split)), imgsz=imgsz, augment=False, hyp=None, nc=dcfg.nc,
                           rect=False, prefix=f"{cfg.split}: ")
     loader = build_dataloader(ds, batch=cfg.batch, workers=cfg.workers, shuffle=False, seed=0,
                               pin_memory=device.type == "cuda")
-    amp = (torch.float16 if device.type == "cuda" else torch.bfloat16) if cfg.half else None
     return run_validation(model=model, net=model.net, loader=loader, names=dcfg.names, conf=cfg.conf, iou=cfg.iou,
                           max_det=cfg.max_det, amp_dtype=amp, verbose=cfg.verbose, progress=cfg.verbose)
 
@@ -115,9 +130,16 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
     """Run ``net`` (e.g. the EMA copy during training) over ``loader`` and score it.
 
     ``model.postprocess`` decodes the raw outputs; it reads only the head's structure, so any net
-    of the same architecture may be passed.
+    of the same architecture may be passed. A classifier (``OUTPUT_KIND == "probs"``) is scored
+    by :func:`libreyolo.engine.classify_val.run_classify_validation` (top-1 / top-5) instead.
     """
     from tqdm import tqdm
+
+    if getattr(model, "OUTPUT_KIND", "boxes") == "probs":
+        from .classify_val import run_classify_validation
+
+        return run_classify_validation(model=model, net=net, loader=loader, names=names, amp_dtype=amp_dtype,
+                                       verbose=verbose, progress=progress)
 
     device = next(net.parameters()).device
     was_training = net.training

@@ -289,6 +289,8 @@ class MSDeformAttn(nn.Module):
         num_points: ``P`` on every level, or one count per level (mixed layout).
         method: ``"default"`` (bilinear) or ``"discrete"`` (nearest pixel, integer indices).
         offset_scale: scale of the offsets for box reference points (``0.5`` in the papers).
+        project: learn the value and output projections (``True``, Deformable DETR / RT-DETR);
+            ``False`` makes both the identity (the D-FINE decoder samples the memory directly).
 
     forward(query, reference_points, value, shapes, value_mask=None):
         query (Tensor[B, Q, D]); reference_points (Tensor[B, Q, L, 2] normalised centres, or
@@ -313,6 +315,7 @@ class MSDeformAttn(nn.Module):
         num_points: int | Sequence[int] = 4,
         method: Literal["default", "discrete"] = "default",
         offset_scale: float = 0.5,
+        project: bool = True,
     ) -> None:
         super().__init__()
         if embed_dim % num_heads:
@@ -335,8 +338,8 @@ class MSDeformAttn(nn.Module):
         total = sum(self.num_points_list)
         self.sampling_offsets = nn.Linear(embed_dim, num_heads * total * 2)
         self.attention_weights = nn.Linear(embed_dim, num_heads * total)
-        self.value_proj = nn.Linear(embed_dim, embed_dim)
-        self.output_proj = nn.Linear(embed_dim, embed_dim)
+        self.value_proj: nn.Module = nn.Linear(embed_dim, embed_dim) if project else nn.Identity()
+        self.output_proj: nn.Module = nn.Linear(embed_dim, embed_dim) if project else nn.Identity()
         # 1/P_l per sampled point, for box reference points (a buffer: no host value in forward)
         scale = torch.cat([torch.full((p,), 1.0 / p) for p in self.num_points_list])
         self.register_buffer("point_scale", scale, persistent=False)
@@ -360,10 +363,10 @@ class MSDeformAttn(nn.Module):
             self.sampling_offsets.bias.copy_(torch.cat(bias, dim=1).flatten())
         nn.init.zeros_(self.attention_weights.weight)
         nn.init.zeros_(self.attention_weights.bias)
-        nn.init.xavier_uniform_(self.value_proj.weight)
-        nn.init.zeros_(self.value_proj.bias)
-        nn.init.xavier_uniform_(self.output_proj.weight)
-        nn.init.zeros_(self.output_proj.bias)
+        for proj in (self.value_proj, self.output_proj):
+            if isinstance(proj, nn.Linear):
+                nn.init.xavier_uniform_(proj.weight)
+                nn.init.zeros_(proj.bias)
 
     def forward(
         self,

@@ -2,6 +2,10 @@
 family is gone."""
 
 from ..registry import register_family
+from .convnext.family import ConvNeXt
+from .efficientnetv2.family import EfficientNetV2
+from .mobilenetv4.family import MobileNetV4
+from .resnet.family import ResNet
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
@@ -15,3 +19,7 @@ register_family(YOLO7)
 register_family(RTMDet)
 register_family(RTDETR)
 register_family(RTDETRv2)
+register_family(ResNet)
+register_family(ConvNeXt)
+register_family(MobileNetV4)
+register_family(EfficientNetV2)

@@ -24,6 +24,10 @@ first), and ``zero_grad(optimizer)`` (in-place zeroing while a graph is live, SP
 :class:`~libreyolo.errors.GraphCaptureError` escaping a hook turns capture off for the rest of the
 run with one warning (SPEC T-4); the optimiser step, clipping, EMA and schedule stay eager.
 
+Classification models (``OUTPUT_KIND == "probs"``) read ImageFolder datasets
+(:mod:`libreyolo.data.classify`), default to the family's ``imgsz`` and ``runs/classify``, and pick
+best.pt by top-1 accuracy.
+
 Outputs (``runs/detect/<name>/``): ``weights/last.pt`` (every epoch, atomic, with the full
 training state for ``resume``), ``weights/best.pt`` (best fitness = 0.1 mAP50 + 0.9 mAP50-95,
 EMA weights only), ``results.csv``, ``results.png``, ``args.yaml``, TensorBoard events when
@@ -146,6 +150,8 @@ class Trainer:
         from ..data.config import load_data_config
         from ..models._base.family import select_device
 
+        if not self.cfg.resume:
+            self.cfg = self._task_defaults(self.cfg)
         ckpt = self._resume_checkpoint() if self.cfg.resume else None
         cfg = self.cfg
         if self.model.fused:
@@ -154,7 +160,7 @@ class Trainer:
         self.dist = setup_distributed(cfg.device, world_size=cfg.world_size)
         self.device = self.dist.device if self.dist is not None else select_device(cfg.device)
         self._seed()  # the same seed on every rank: identical initial weights (DDP also broadcasts rank 0's)
-        self.data = load_data_config(cfg.data)
+        self.data = self._load_data(cfg.data, load_data_config)
         self._match_classes()
         self.model.imgsz = cfg.imgsz
         self.model.to(self.device)
@@ -223,6 +229,29 @@ class Trainer:
                     self.start_epoch + 1, cfg.batch, ddp, self.accumulate, cfg.nbs, cfg.imgsz, self.device,
                     self.amp_dtype, self.save_dir)
 
+    @property
+    def classify(self) -> bool:
+        """The model outputs class probabilities (capability ``OUTPUT_KIND == "probs"``)."""
+        return getattr(self.model, "OUTPUT_KIND", "boxes") == "probs"
+
+    def _task_defaults(self, cfg: TrainConfig) -> TrainConfig:
+        """Classification: ``imgsz`` defaults to the family's (224) and ``project`` to runs/classify."""
+        if not self.classify:
+            return cfg
+        changes: dict[str, Any] = {}
+        if "imgsz" not in self.explicit:
+            changes["imgsz"] = int(self.model.DEFAULT_IMGSZ)
+        if "project" not in self.explicit:
+            changes["project"] = "runs/classify"
+        return dataclasses.replace(cfg, **changes) if changes else cfg
+
+    def _load_data(self, data: str, load_detection: Callable[[str], Any]) -> Any:
+        if self.classify:
+            from ..data.classify import load_classify_data
+
+            return load_classify_data(data)
+        return load_detection(data)
+
     def _resume_checkpoint(self) -> dict[str, Any]:
         """Every rank reads the checkpoint (rank 0 alone writes them)."""
         self.resume_path, ckpt, self.cfg = resolve_resume(self.cfg, self.explicit)
@@ -274,6 +303,9 @@ class Trainer:
         from ..data.loader import build_dataloader
 
         cfg, d = self.cfg, self.data
+        if self.classify:
+            self._build_classify_loaders()
+            return
         hyp = AugmentConfig(**cfg.augment_kwargs())
         pin = self.device.type == "cuda"
         if not self.is_main:  # rank 0 scans the labels and writes the cache first; the others read it
@@ -304,6 +336,37 @@ class Trainer:
             self.val_ds = DetectionDataset(d.val, imgsz=cfg.imgsz, augment=False, nc=d.nc, prefix="val: ")
             self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=cfg.workers, shuffle=False,
                                                seed=cfg.seed, pin_memory=pin)
+
+    def _build_classify_loaders(self) -> None:
+        """ImageFolder loaders (:mod:`libreyolo.data.classify`); the last partial training batch is
+        dropped (BatchNorm after global pooling cannot train on one image)."""
+        from ..data.classify import ClassifyDataset, collate_classify
+        from ..data.loader import build_dataloader
+
+        cfg, d = self.cfg, self.data
+        pin = self.device.type == "cuda"
+        self.train_ds = ClassifyDataset(d.train, imgsz=cfg.imgsz, augment=True, fliplr=cfg.fliplr, hsv_h=cfg.hsv_h,
+                                        hsv_s=cfg.hsv_s, hsv_v=cfg.hsv_v, prefix="train: ")
+        self.batch, self.train_sampler = cfg.batch, None
+        if self.dist is not None:
+            from torch.utils.data import DistributedSampler
+
+            ws = self.dist.world_size
+            if cfg.batch < ws:
+                raise ConfigError(f"batch={cfg.batch} is the total batch over {ws} DDP processes and must be "
+                                  f">= {ws}; use batch={ws * max(cfg.batch, 1)} or more")
+            self.batch = cfg.batch // ws
+            self.train_sampler = DistributedSampler(self.train_ds, num_replicas=ws, rank=self.dist.rank,
+                                                    shuffle=True, seed=cfg.seed, drop_last=False)
+        drop = len(self.train_ds) > self.batch
+        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=cfg.workers, shuffle=True,
+                                             seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler,
+                                             drop_last=drop, collate_fn=collate_classify)
+        self.val_loader = None
+        if cfg.val and self.is_main:
+            self.val_ds = ClassifyDataset(d.val, imgsz=cfg.imgsz, augment=False, prefix="val: ")
+            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=cfg.workers, shuffle=False,
+                                               seed=cfg.seed, pin_memory=pin, collate_fn=collate_classify)
 
     def _setup_graph_capture(self) -> None:
         if not self.cfg.cuda_graph:
@@ -390,7 +453,7 @@ class Trainer:
             self._save(epoch, metrics, best=improved)
             row: dict[str, float] = {"epoch": epoch + 1}
             row.update({f"train/{n}_loss": float(v) for n, v in zip(self._loss_names(), losses.tolist(), strict=False)})
-            for k in ("precision", "recall", "mAP50", "mAP50-95"):
+            for k in ("precision", "recall", "mAP50", "mAP50-95", "top1", "top5"):
                 if k in metrics:
                     row[f"metrics/{k}"] = metrics[k]
             row.update({f"lr/pg{i}": g["lr"] for i, g in enumerate(self.optimizer.param_groups)})

@@ -24,8 +24,12 @@ def test_class_declarations(name: str, fam: type) -> None:
         assert fam.CUDA_GRAPH_REASON.strip(), "a False flag carries a one-line reason"
     if not fam.SUPPORTS_TRAIN_CUDA_GRAPH:
         assert fam.TRAIN_CUDA_GRAPH_REASON.strip()
+    suffix = {"detect": "", "classify": "-cls", "segment": "-seg", "pose": "-pose"}
     for size in fam.SIZES:
         assert parse_weights_name(f"Libre{fam.NAME_TOKEN}{size}.pt").family == name
+        for task in fam.TASKS:
+            parsed = parse_weights_name(f"Libre{fam.NAME_TOKEN}{size}{suffix[task]}.pt")
+            assert (parsed.family, parsed.size, parsed.task) == (name, size, task)
 
 
 @pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
@@ -39,7 +43,13 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
     if fam.OUTPUT_NAMES:
         assert len(fam.OUTPUT_NAMES) == len(outs)
     dets = model.postprocess(raw, conf=0.0, iou=0.7, classes=None, max_det=10, agnostic=False)
-    assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 and dets[0].shape[0] <= 10
+    assert fam.OUTPUT_KIND in {"boxes", "probs"}
+    if fam.OUTPUT_KIND == "probs":  # classification: per image Tensor[nc] of probabilities
+        assert outs[0].shape == (1, 3)
+        assert len(dets) == 1 and dets[0].shape == (3,)
+        assert torch.allclose(dets[0].sum(), torch.tensor(1.0), atol=1e-5) and (dets[0] >= 0).all()
+    else:
+        assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 and dets[0].shape[0] <= 10
 
 
 def _family_dirs() -> list[Path]:

@@ -38,6 +38,9 @@ class Family:
     FAMILY: ClassVar[str] = ""
     NAME_TOKEN: ClassVar[str] = ""  # weights-name token: Libre<TOKEN><size>.pt
     TASKS: ClassVar[tuple[str, ...]] = ("detect",)
+    # what postprocess returns per image: "boxes" (Tensor[n, 6] detections) or "probs" (Tensor[nc]
+    # class probabilities); shared code (predictor, trainer, validator) branches on this capability
+    OUTPUT_KIND: ClassVar[str] = "boxes"
     SIZES: ClassVar[tuple[str, ...]] = ()
     DEFAULT_IMGSZ: ClassVar[int] = 640
     STRIDE: ClassVar[int] = 32
@@ -54,7 +57,7 @@ class Family:
         self,
         *,
         size: str,
-        task: str = "detect",
+        task: str | None = None,
         nc: int = 80,
         names: dict[int, str] | list[str] | None = None,
         imgsz: int | None = None,
@@ -63,6 +66,8 @@ class Family:
             raise ConfigError(
                 f"{self.FAMILY} has no size {size!r}; sizes: {', '.join(self.SIZES)}"
             )
+        if task is None:  # the family's first task ("detect" for detection families)
+            task = self.TASKS[0]
         if task not in self.TASKS:
             raise ConfigError(f"{self.FAMILY} does not support task {task!r}; tasks: {', '.join(self.TASKS)}")
         if not isinstance(nc, int) or nc < 1:
@@ -89,7 +94,8 @@ class Family:
     def postprocess(
         self, raw: Any, *, conf: float, iou: float, classes: list[int] | None, max_det: int, agnostic: bool
     ) -> list[Tensor]:
-        """Raw head outputs -> per image (Tensor[n, 6]): x1, y1, x2, y2, conf, cls in input pixels."""
+        """Raw head outputs -> per image: with ``OUTPUT_KIND == "boxes"`` Tensor[n, 6] (x1, y1, x2, y2,
+        conf, cls in input pixels); with ``"probs"`` Tensor[nc] class probabilities."""
         raise NotImplementedError
 
     def build_criterion(self) -> Any:
