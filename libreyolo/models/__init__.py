@@ -3,6 +3,8 @@ family is gone."""
 
 from ..registry import register_family
 from .convnext.family import ConvNeXt
+from .deim.family import DEIM
+from .dfine.family import DFINE
 from .efficientnetv2.family import EfficientNetV2
 from .mobilenetv4.family import MobileNetV4
 from .resnet.family import ResNet
@@ -19,6 +21,8 @@ register_family(YOLO7)
 register_family(RTMDet)
 register_family(RTDETR)
 register_family(RTDETRv2)
+register_family(DFINE)
+register_family(DEIM)
 register_family(ResNet)
 register_family(ConvNeXt)
 register_family(MobileNetV4)
