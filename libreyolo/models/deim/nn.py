@@ -1,0 +1,18 @@
+"""DEIM network: the D-FINE detector (HGNetv2 / ELAN encoder / FDR decoder) from this family's size table."""
+
+from __future__ import annotations
+
+from ...errors import ConfigError
+from ...layers.dfine_net import DFineDetector
+from .variants import VARIANTS
+
+
+def build_deim(*, size: str, nc: int) -> DFineDetector:
+    """The DEIM-D-FINE network of ``size`` (n, s).
+
+    Example:
+        >>> net = build_deim(size="n", nc=80)  # doctest: +SKIP
+    """
+    if size not in VARIANTS:
+        raise ConfigError(f"deim has no size {size!r}; sizes: {', '.join(VARIANTS)}")
+    return DFineDetector(cfg=VARIANTS[size].net, nc=nc)

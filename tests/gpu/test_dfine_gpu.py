@@ -1,0 +1,83 @@
+"""GPU tests of the D-FINE / DEIM families' capture (SPEC G-4, G-9, T-6). Skipped without CUDA."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.cuda
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+IMGSZ, BATCH = 320, 2
+
+
+@pytest.fixture(autouse=True)
+def _portable(monkeypatch: pytest.MonkeyPatch):
+    from libreyolo.kernels import registry
+
+    monkeypatch.setenv("LIBREYOLO_KERNELS", "off")
+    registry.clear_cache()
+    yield
+    registry.clear_cache()
+
+
+@pytest.mark.parametrize("size", ["n", "s"])
+@pytest.mark.parametrize("family", ["dfine", "deim"])
+@pytest.mark.parametrize("amp", [None, torch.float16], ids=["fp32", "fp16"])
+def test_predict_capture_is_bitwise(family: str, size: str, amp: torch.dtype | None) -> None:
+    from bench_dfine import families
+    from bench_rtdetr import _probes
+
+    from libreyolo.graphs.runner import PredictGraphs
+
+    dev = torch.device("cuda", 0)
+    torch.manual_seed(0)
+    model = families()[family](size=size, nc=80).to(dev)
+    graphs = PredictGraphs(model, force=True)
+    for x in _probes(BATCH, IMGSZ, dev):
+        eager = model.eager_forward(x, amp_dtype=amp)
+        graph = graphs.run(x, policy=True, amp_dtype=amp)
+        assert all(torch.equal(a, b) for a, b in zip(eager, graph, strict=True))
+    info = graphs.info()["graphs"][0]
+    assert [s["captured"] for s in info["stages"]] == [True, True] and info["replays"] == 2
+    graphs.release()
+
+
+@pytest.mark.parametrize("family", ["dfine", "deim"])
+def test_train_seam_step_zero_matches_eager(family: str) -> None:
+    from bench_dfine import families
+    from bench_rtdetr import TrainArm, _max_rel, _synthetic_batch
+
+    dev = torch.device("cuda", 0)
+    fam = families()[family]
+    data = _synthetic_batch(BATCH, IMGSZ, dev)
+    eager = TrainArm(fam, "n", device=dev, amp=None, graph=False)
+    seam = TrainArm(fam, "n", device=dev, amp=None, graph=True)
+    loss_e, g_e = eager.step(data, grads=True)
+    loss_s, g_s = seam.step(data, grads=True)
+    assert seam.tg is not None and seam.tg.failed is None and seam.tg.live
+    assert torch.equal(loss_e, loss_s)
+    for (k, a), (_, b) in zip(eager.net.named_buffers(), seam.net.named_buffers(), strict=True):
+        assert torch.equal(a, b), f"buffer {k} drifted under capture warm-up"
+    rel, at = _max_rel(g_e, g_s)
+    assert rel < 1e-3, f"gradient {at} differs by {rel:.3g} (relative)"
+    for _ in range(2):
+        loss, _ = seam.step(data)
+        assert torch.isfinite(loss)
+
+
+def test_train_with_an_empty_batch_on_gpu() -> None:
+    from bench_dfine import families
+    from bench_rtdetr import TrainArm
+
+    dev = torch.device("cuda", 0)
+    arm = TrainArm(families()["deim"], "n", device=dev, amp=None, graph=False)
+    empty = {"img": torch.rand(BATCH, 3, IMGSZ, IMGSZ, device=dev),
+             "batch_idx": torch.zeros(0, dtype=torch.long, device=dev),
+             "cls": torch.zeros(0, dtype=torch.long, device=dev), "bboxes": torch.zeros(0, 4, device=dev)}
+    for _ in range(3):
+        loss, _ = arm.step(empty)
+        assert torch.isfinite(loss)

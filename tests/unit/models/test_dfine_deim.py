@@ -1,0 +1,240 @@
+"""D-FINE / DEIM families: parameter counts, forward contract, FDR decoding, GO-LSD matching,
+MAL, dense O2O mosaic, training steps and prediction on SAMPLE_IMAGE (CPU, tiny inputs)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from libreyolo.graphs.seam import run_eager
+from libreyolo.kernels import registry as kernels
+from libreyolo.layers.deim_losses import dense_o2o_mosaic, mal_loss
+from libreyolo.layers.dfine_losses import union_matching
+from libreyolo.layers.dfine_net import DFineDetector
+from libreyolo.layers.fdr import (
+    box_to_distance,
+    distance_to_box,
+    distribution_integral,
+    weighting_function,
+)
+from libreyolo.models.deim.family import DEIM
+from libreyolo.models.deim.variants import VARIANTS as VDEIM
+from libreyolo.models.dfine.family import DFINE
+from libreyolo.models.dfine.variants import VARIANTS as VDFINE
+from libreyolo.registry import parse_weights_name, register_family
+
+FAMILIES = {"dfine": DFINE, "deim": DEIM}
+VARIANTS = {"dfine": VDFINE, "deim": VDEIM}
+TINY = dataclasses.replace(VDFINE["n"].net, num_queries=20, num_denoising=12)
+
+
+@pytest.fixture(autouse=True)
+def _setup(monkeypatch: pytest.MonkeyPatch):
+    for fam in FAMILIES.values():
+        register_family(fam)
+    monkeypatch.setenv("LIBREYOLO_KERNELS", "off")
+    kernels.clear_cache()
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+    kernels.clear_cache()
+
+
+def _batch(empty: bool = False) -> dict[str, torch.Tensor]:
+    if empty:
+        return dict(img=torch.rand(2, 3, 64, 64), batch_idx=torch.zeros(0, dtype=torch.int64),
+                    cls=torch.zeros(0, dtype=torch.int64), bboxes=torch.zeros(0, 4))
+    return dict(img=torch.rand(2, 3, 64, 64), batch_idx=torch.tensor([0, 0, 1]), cls=torch.tensor([0, 2, 1]),
+                bboxes=torch.tensor([[0.3, 0.3, 0.3, 0.4], [0.7, 0.6, 0.2, 0.3], [0.5, 0.5, 0.5, 0.5]]))
+
+
+def _tiny_model(family: str, nc: int = 3):
+    model = FAMILIES[family](size="n", nc=nc)
+    model.net = DFineDetector(cfg=TINY, nc=nc)
+    return model
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("size", ["n", "s"])
+def test_parameter_count_matches_published(family: str, size: str) -> None:
+    v = VARIANTS[family][size]
+    n = sum(p.numel() for p in FAMILIES[family].build_net(size=size, nc=80, task="detect").parameters())
+    # the tables round to whole millions: within that rounding plus 3%
+    assert abs(n / 1e6 - v.paper_params_m) <= 0.5 + 0.03 * v.paper_params_m, n
+    if v.reference_params is not None:  # the reference code's exact count (two frozen scalars fewer here)
+        assert abs(n - v.reference_params) / v.reference_params < 0.03 and n == v.reference_params - 2
+
+
+def test_architecture_facts() -> None:
+    n, s = (DFINE.build_net(size=k, nc=80, task="detect") for k in ("n", "s"))
+    assert n.strides == (16, 32) and s.strides == (8, 16, 32)
+    assert n.backbone.out_channels == (512, 1024) and s.backbone.out_channels == (256, 512, 1024)
+    assert len(n.decoder.layers) == 3 and len(s.decoder.layers) == 3
+    assert n.decoder.layers[0].cross_attn.num_points_list == (6, 6)
+    assert s.decoder.layers[0].cross_attn.num_points_list == (3, 6, 3)
+    assert s.decoder.dec_bbox_head[0].layers[-1].out_features == 4 * 33
+    assert isinstance(s.decoder.layers[0].cross_attn.value_proj, torch.nn.Identity)
+
+
+def test_weighting_function_and_fdr_decoding_on_hand_made_distribution() -> None:
+    w = weighting_function(32, 0.5, 4.0)
+    assert w.shape == (33,) and w[16] == 0 and w[0] == -4.0 and w[-1] == 4.0
+    assert torch.all(w[1:] > w[:-1]) and torch.allclose(w, -w.flip(0))
+    # all mass on the middle bin -> zero offsets -> the reference box itself
+    logits = torch.full((1, 1, 4, 33), -1e4)
+    logits[..., 16] = 0.0
+    ref = torch.tensor([[[0.5, 0.4, 0.2, 0.1]]])
+    dist = distribution_integral(logits.reshape(1, 1, -1), w)
+    assert torch.allclose(dist, torch.zeros(1, 1, 4), atol=1e-6)
+    assert torch.allclose(distance_to_box(ref, dist, 4.0), ref, atol=1e-6)
+    logits2 = torch.full((4, 33), -1e4)
+    logits2[:, 16] = 0.0
+    logits2[2, 16] = -1e4
+    logits2[2, 17] = 0.0  # right edge fully on bin 17 -> offset w[17]
+    d = distribution_integral(logits2.reshape(1, 1, -1), w)[0, 0]
+    assert torch.allclose(d, torch.tensor([0.0, 0.0, float(w[17]), 0.0]), atol=1e-6)
+    box = distance_to_box(ref, d.view(1, 1, 4), 4.0)[0, 0]
+    # x2 moves right by w[17] * w_ref / reg_scale, x1 stays: cx shifts by half of it, w grows by it
+    shift = float(w[17]) * 0.2 / 4.0
+    assert torch.allclose(box, torch.tensor([0.5 + shift / 2, 0.4, 0.2 + shift, 0.1]), atol=1e-6)
+    # inverse: the right edge's target sits on bin 17 (left bin + right weight = 17), the others on 16
+    x1y1x2y2 = torch.stack([box[0] - box[2] / 2, box[1] - box[3] / 2, box[0] + box[2] / 2, box[1] + box[3] / 2])
+    idx, wr, wl = box_to_distance(ref[0], x1y1x2y2[None], reg_max=32, up=0.5, reg_scale=4.0)
+    pos = idx + wr
+    assert pos.tolist() == pytest.approx([16.0, 16.0, 17.0, 16.0], abs=1e-3)
+    assert torch.allclose(wr + wl, torch.ones(4))
+
+
+def test_union_matching_picks_most_frequent_target() -> None:
+    t = torch.tensor
+    m1 = [(t([0, 3]), t([1, 0]))]
+    m2 = [(t([0, 5]), t([1, 0]))]
+    m3 = [(t([0, 3]), t([2, 0]))]
+    (rows, cols), = union_matching([m1, m2, m3])
+    assert rows.tolist() == [0, 3, 5] and cols.tolist() == [1, 0, 0]
+
+
+def test_mal_targets_and_weights() -> None:
+    logits = torch.zeros(1, 2, 2, requires_grad=True)
+    onehot = torch.tensor([[[1.0, 0.0], [0.0, 0.0]]])
+    iou = torch.tensor([[[0.25, 0.0], [0.0, 0.0]]])
+    loss = mal_loss(logits, onehot, iou, gamma=1.5)
+    # positive: BCE(0, 0.25^1.5) weight 1; negatives: BCE(0, 0) weight 0.5^1.5 each
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    expect = bce(torch.zeros(1), torch.tensor([0.125])) + 3 * 0.5**1.5 * bce(torch.zeros(1), torch.zeros(1))
+    assert loss.item() == pytest.approx(expect.item(), rel=1e-5)
+
+
+def test_dense_o2o_mosaic_moves_boxes_into_tiles() -> None:
+    imgs = torch.zeros(4, 3, 8, 8)
+    for i in range(4):
+        imgs[i] = i + 1
+    batch = dict(batch_idx=torch.tensor([0, 3]), cls=torch.tensor([5, 6]),
+                 bboxes=torch.tensor([[0.5, 0.5, 1.0, 1.0], [0.5, 0.5, 0.2, 0.2]]))
+    mosaic, out = dense_o2o_mosaic(imgs, batch)
+    assert mosaic.shape == (1, 3, 8, 8)
+    assert mosaic[0, 0, 0, 0] == 1 and mosaic[0, 0, 0, 7] == 2 and mosaic[0, 0, 7, 0] == 3 and mosaic[0, 0, 7, 7] == 4
+    assert out["batch_idx"].tolist() == [0, 0]
+    assert torch.allclose(out["bboxes"], torch.tensor([[0.25, 0.25, 0.5, 0.5], [0.75, 0.75, 0.1, 0.1]]))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_forward_shapes_train_and_eval(family: str) -> None:
+    torch.manual_seed(0)
+    model = _tiny_model(family)
+    net = model.net.eval()
+    x = torch.rand(2, 3, 64, 96)
+    with torch.no_grad():
+        logits, boxes = net(x)
+        staged = run_eager(model.forward_stages(), x)
+    q = min(20, 4 * 6 + 2 * 3)
+    assert logits.shape == (2, q, 3) and boxes.shape == (2, q, 4)
+    assert torch.equal(staged[0], logits) and torch.equal(staged[1], boxes)
+    assert (boxes[..., 2] >= boxes[..., 0]).all() and (boxes[..., 3] >= boxes[..., 1]).all()
+    net.train()
+    maps = net(x)
+    assert [tuple(m.shape) for m in maps] == [(2, 128, 4, 6), (2, 128, 2, 3)]
+    trunk = model.train_stages()[0].fn
+    assert sum(p.numel() for p in trunk.parameters()) < sum(p.numel() for p in net.parameters())
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_repeated_batch_training_reduces_loss(family: str) -> None:
+    torch.manual_seed(0)
+    model = _tiny_model(family)
+    net = model.net.train()
+    crit = model.build_criterion()
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    batch, losses = _batch(), []
+    for _ in range(25):
+        torch.manual_seed(100)  # same denoising noise every step
+        loss, items = crit(net(batch["img"]), batch)
+        assert items.shape == (len(model.LOSS_NAMES),) and not items.requires_grad
+        assert loss.item() == pytest.approx(items.sum().item() * 2, rel=1e-5)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < 0.85 * first, losses
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_batch_without_boxes_trains(family: str) -> None:
+    torch.manual_seed(0)
+    model = _tiny_model(family)
+    net = model.net.train()
+    crit = model.build_criterion()
+    batch = _batch(empty=True)
+    loss, items = crit(net(batch["img"]), batch)
+    assert torch.isfinite(loss) and loss.item() > 0
+    loss.backward()
+    grads = [p.grad for p in net.decoder.dec_score_head.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    assert items[1:4].abs().sum() == 0  # no L1, GIoU or FGL term without boxes; cls (and DDF) still train
+    assert items[0] > 0
+
+
+def test_predict_sample_image_untrained() -> None:
+    from libreyolo import SAMPLE_IMAGE
+
+    torch.manual_seed(0)
+    for fam in (DFINE, DEIM):
+        model = fam(size="n", nc=80)
+        res = model(SAMPLE_IMAGE, imgsz=64, conf=0.0, max_det=7)
+        assert len(res) == 1
+        xyxy = res[0].boxes.xyxy
+        assert xyxy.shape == (7, 4) and torch.isfinite(xyxy).all()
+        filtered = model(SAMPLE_IMAGE, imgsz=64, conf=0.0, max_det=5, classes=[7])
+        assert filtered[0].boxes.cls.tolist() == [7.0] * 5
+
+
+def test_weights_names_and_flags() -> None:
+    assert (parse_weights_name("LibreDFINEs.pt").family, parse_weights_name("LibreDFINEs.pt").size) == ("dfine", "s")
+    assert (parse_weights_name("LibreDEIMn.pt").family, parse_weights_name("LibreDEIMn.pt").size) == ("deim", "n")
+    for fam in (DFINE, DEIM):
+        assert not fam.SUPPORTS_CUDA_GRAPH and not fam.SUPPORTS_TRAIN_CUDA_GRAPH
+        assert fam.TRAIN_DEFAULTS["amp"] is False
+
+
+def test_fuse_keeps_predictions() -> None:
+    torch.manual_seed(0)
+    model = _tiny_model("dfine")
+    g = torch.Generator().manual_seed(1)
+    for m in model.net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.copy_(torch.rand(m.num_features, generator=g) * 0.2 - 0.1)
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+    model.net.eval()
+    x = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        before = model.net(x)
+        model.fuse()
+        after = model.net(x)
+    enc = model.net.encoder
+    for part in (model.net.backbone, enc.fpn_blocks, enc.pan_blocks, enc.downsample_convs, enc.lateral_convs):
+        assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in part.modules())
+    assert torch.allclose(before[0], after[0], atol=1e-4) and torch.allclose(before[1], after[1], atol=1e-3)
