@@ -1,0 +1,21 @@
+"""ConvNeXt classification family: sizes atto, tiny."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from torch import nn
+
+from .._base.classify import ClassifyFamily
+
+
+class ConvNeXt(ClassifyFamily):
+    FAMILY: ClassVar[str] = "convnext"
+    NAME_TOKEN: ClassVar[str] = "ConvNeXt"  # LibreConvNeXt<size>-cls.pt
+    SIZES: ClassVar[tuple[str, ...]] = ("atto", "tiny")
+
+    @classmethod
+    def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
+        from .nn import build_convnext
+
+        return build_convnext(size=size, nc=nc)
