@@ -17,12 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from .detr_common import conv_norm, sincos_2d
-from .hybrid_encoder import AIFILayer, RepC3
+from .detr_common import conv_norm
+from .hybrid_encoder import AIFILayer, HybridEncoder, RepC3
 
 
 class SCDown(nn.Module):
@@ -96,24 +95,5 @@ class ELANHybridEncoder(nn.Module):
         self.downsample_convs = nn.ModuleList(SCDown(hidden, hidden, 3, 2) for _ in range(n - 1))
         self.pan_blocks = nn.ModuleList(RepNCSPELAN(2 * hidden, hidden, 2 * hidden, c4, n=blocks) for _ in range(n - 1))
 
-    def forward(self, feats: Sequence[Tensor]) -> list[Tensor]:
-        proj = [p(f) for p, f in zip(self.input_proj, feats, strict=True)]
-        for layers, idx in zip(self.encoder, self.encoder_idx, strict=True):
-            b, c, h, w = proj[idx].shape
-            x = proj[idx].flatten(2).transpose(1, 2)
-            pos = sincos_2d(h, w, c, temperature=self.pe_temperature, device=x.device, dtype=x.dtype)
-            for layer in layers:
-                x = layer(x, pos)
-            proj[idx] = x.transpose(1, 2).reshape(b, c, h, w).contiguous()
-        n = len(proj)
-        inner = [proj[-1]]
-        for k, idx in enumerate(range(n - 1, 0, -1)):
-            high = self.lateral_convs[k](inner[0])
-            inner[0] = high
-            up = F.interpolate(high, scale_factor=2.0, mode="nearest")
-            inner.insert(0, self.fpn_blocks[k](torch.cat([up, proj[idx - 1]], dim=1)))
-        outs = [inner[0]]
-        for k in range(n - 1):
-            down = self.downsample_convs[k](outs[-1])
-            outs.append(self.pan_blocks[k](torch.cat([down, inner[k + 1]], dim=1)))
-        return outs
+    # Same FPN/PAN dataflow as RT-DETR's hybrid encoder; only the blocks differ.
+    forward = HybridEncoder.forward
