@@ -86,8 +86,9 @@ def train(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
     """
     from .distributed import in_torchrun_world, parse_devices
 
-    cfg = TrainConfig.from_overrides(overrides)
     explicit = set(overrides)
+    overrides = with_family_defaults(model, overrides)
+    cfg = TrainConfig.from_overrides(overrides)
     if not in_torchrun_world():
         if cfg.resume:  # device / world_size come from the checkpoint unless given again
             path, _, cfg = resolve_resume(cfg, explicit)
@@ -98,6 +99,18 @@ def train(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
 
             return launch_training(model, overrides, plan)
     return Trainer(model, cfg, explicit=explicit).fit()
+
+
+def with_family_defaults(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The family's training recipe (``TRAIN_DEFAULTS``, e.g. AdamW and fp32 for D-FINE) under
+    the user's keys: what the user passes wins. A resumed run keeps its saved arguments."""
+    defaults = dict(getattr(type(model), "TRAIN_DEFAULTS", None) or {})
+    applied = {k: v for k, v in defaults.items() if k not in overrides}
+    if not applied or overrides.get("resume"):
+        return dict(overrides)
+    logger.info("%s recipe defaults: %s (pass a key to override it)", model.FAMILY,
+                ", ".join(f"{k}={v}" for k, v in applied.items()))
+    return {**applied, **overrides}
 
 
 class Trainer:

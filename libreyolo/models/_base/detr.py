@@ -40,7 +40,7 @@ class EncoderDecoderFamily(Family):
     # The reference training recipe as TrainConfig keys (AdamW, lr 1e-4, weight decay 1e-4); the
     # reference also clips the gradient norm at 0.1 of its per-box-normalised loss, i.e. about
     # 0.1 * nbs here (the loss is scaled by the batch size and accumulated to nbs images).
-    # Not applied by the trainer yet: pass these keys to train() explicitly.
+    # Applied by the trainer under the user's own keys.
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
         "optimizer": "AdamW", "lr0": 1e-4, "momentum": 0.9, "weight_decay": 1e-4, "mosaic": 0.0,
     }

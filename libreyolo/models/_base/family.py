@@ -48,6 +48,9 @@ class Family:
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ()  # names of the raw outputs in exported graphs
     EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ()  # subset of ("batch", "height", "width")
 
+    # The family's training recipe as TrainConfig keys, applied under the user's own keys.
+    TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {}
+
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
     CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded for this family"
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False

@@ -14,7 +14,7 @@ NO_PARITY_REASON = "no bitwise parity run recorded yet"
 class DEIM(EncoderDecoderFamily):
     """DEIM (arXiv:2412.04234) on D-FINE: the D-FINE network trained with dense one-to-one
     matching and the matchability-aware loss (MAL); no NMS. Trains in full precision by
-    default (``amp`` in :attr:`TRAIN_DEFAULTS`; the trainer does not read it yet, see README).
+    default (``amp=False`` in :attr:`TRAIN_DEFAULTS`, applied unless ``amp`` is passed).
     """
 
     FAMILY: ClassVar[str] = "deim"

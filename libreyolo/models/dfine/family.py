@@ -14,8 +14,8 @@ NO_PARITY_REASON = "no bitwise parity run recorded yet"
 class DFINE(EncoderDecoderFamily):
     """D-FINE (arXiv:2410.13842): HGNetv2, GELAN hybrid encoder, FDR decoder with GO-LSD, no NMS.
 
-    Trains in full precision by default, as the reference (``amp`` in :attr:`TRAIN_DEFAULTS`;
-    the trainer does not read TRAIN_DEFAULTS yet, see README).
+    Trains in full precision by default, as the reference (``amp=False`` in
+    :attr:`TRAIN_DEFAULTS`, applied by the trainer unless ``amp`` is passed).
     """
 
     FAMILY: ClassVar[str] = "dfine"

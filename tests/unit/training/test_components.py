@@ -118,3 +118,25 @@ def test_time_limit_replan_shrinks_schedule_and_stops():
     assert t._replan(1, elapsed=25.0, last_epoch_s=10.0)
     assert t.cfg.epochs == 2 + 7 and t.schedule.epochs == 9  # 75 s left / 10 s per epoch
     assert not t._replan(7, elapsed=95.0, last_epoch_s=10.0)  # the next epoch would overrun
+
+
+def test_family_recipe_defaults_sit_under_user_keys(caplog) -> None:
+    import logging
+
+    from libreyolo.training.trainer import with_family_defaults
+
+    class Fam:
+        FAMILY = "demo"
+        TRAIN_DEFAULTS = {"optimizer": "AdamW", "amp": False, "lr0": 1e-4}
+
+    with caplog.at_level(logging.INFO, logger="libreyolo.training.trainer"):
+        got = with_family_defaults(Fam(), {"data": "x.yaml", "lr0": 0.01})
+    assert got == {"optimizer": "AdamW", "amp": False, "lr0": 0.01, "data": "x.yaml"}
+    assert sum("recipe defaults" in r.getMessage() for r in caplog.records) == 1
+    assert with_family_defaults(Fam(), {"resume": True}) == {"resume": True}  # saved args win on resume
+
+    class Plain:
+        FAMILY = "plain"
+        TRAIN_DEFAULTS: dict = {}
+
+    assert with_family_defaults(Plain(), {"epochs": 3}) == {"epochs": 3}
