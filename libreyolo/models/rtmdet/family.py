@@ -30,9 +30,7 @@ class RTMDet(Family):
     EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
-    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded yet"
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
