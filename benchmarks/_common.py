@@ -53,3 +53,30 @@ def md_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     for r in rows:
         out.append("| " + " | ".join(str(r.get(c, "")) for c in columns) + " |")
     return "\n".join(out)
+
+
+def make_train_step(net: Any, crit: Any, data: dict[str, Any], *, graph: bool,
+                    amp_dtype: torch.dtype | None) -> tuple[Any, Any]:
+    """One full training step as every training benchmark measures it: zero_grad, forward
+    (through ``TrainGraphs``: captured when ``graph``), loss, scaled backward, unscale, gradient
+    clipping, SGD step, scaler update, EMA update. Returns ``(step, graphs)``."""
+    from libreyolo.graphs.training import TrainGraphs
+
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.937, nesterov=True, weight_decay=5e-4)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype is not None)
+    ema = [p.detach().clone() for p in net.parameters()]
+    graphs = TrainGraphs(net, requested=graph, amp_dtype=amp_dtype, reason=None)
+
+    def step() -> None:
+        graphs.zero_grad(opt)
+        preds = graphs.forward(data["img"])
+        loss, _ = crit(preds, data)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+        scaler.step(opt)
+        scaler.update()
+        with torch.no_grad():
+            torch._foreach_lerp_(ema, [p.detach() for p in net.parameters()], 1 - 0.9999)
+
+    return step, graphs

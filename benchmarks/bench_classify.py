@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import md_table, stamp, write_json  # noqa: E402
+from _common import make_train_step, md_table, stamp, write_json  # noqa: E402
 
 STEPS, WARMUP = 24, 10
 
@@ -68,8 +68,6 @@ def bench_predict(fam: type, size: str, *, batch: int, imgsz: int, iters: int) -
 
 
 def _train_arm(fam: type, size: str, *, graph: bool, batch: int, imgsz: int) -> dict[str, Any]:
-    from libreyolo.graphs.training import TrainGraphs
-
     device = torch.device("cuda", 0)
     torch.manual_seed(0)
     model = fam(size=size, nc=6)
@@ -79,22 +77,7 @@ def _train_arm(fam: type, size: str, *, graph: bool, batch: int, imgsz: int) -> 
     data = {"img": torch.rand(batch, 3, imgsz, imgsz, generator=g).to(device),
             "cls": torch.randint(0, 6, (batch,), generator=g).to(device)}
     amp_dtype = torch.float16
-    opt = torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.937, nesterov=True, weight_decay=5e-4)
-    scaler = torch.amp.GradScaler("cuda", enabled=True)
-    ema = [p.detach().clone() for p in net.parameters()]
-    graphs = TrainGraphs(net, requested=graph, amp_dtype=amp_dtype, reason=None)
-
-    def step() -> None:
-        graphs.zero_grad(opt)
-        preds = graphs.forward(data["img"])
-        loss, _ = crit(preds, data)
-        scaler.scale(loss).backward()
-        scaler.unscale_(opt)
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 10.0)
-        scaler.step(opt)
-        scaler.update()
-        with torch.no_grad():
-            torch._foreach_lerp_(ema, [p.detach() for p in net.parameters()], 1 - 0.9999)
+    step, graphs = make_train_step(net, crit, data, graph=graph, amp_dtype=amp_dtype)
 
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()

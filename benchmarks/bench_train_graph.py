@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import md_table, stamp, write_json  # noqa: E402
+from _common import make_train_step, md_table, stamp, write_json  # noqa: E402
 
 STEPS, WARMUP = 24, 10
 
@@ -45,8 +45,6 @@ def real_batch(batch: int, imgsz: int, device: torch.device) -> dict[str, Any]:
 
 def arm(name: str, *, graph: bool, batch: int, imgsz: int, amp: bool) -> dict[str, Any]:
     from libreyolo import LibreYOLO
-    from libreyolo.graphs.training import TrainGraphs
-
     device = torch.device("cuda", 0)
     torch.manual_seed(0)
     model = LibreYOLO(name, pretrained=False, nc=6)
@@ -54,22 +52,7 @@ def arm(name: str, *, graph: bool, batch: int, imgsz: int, amp: bool) -> dict[st
     crit = model.build_criterion()
     data = real_batch(batch, imgsz, device)
     amp_dtype = torch.float16 if amp else None
-    opt = torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.937, nesterov=True, weight_decay=5e-4)
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
-    ema = [p.detach().clone() for p in net.parameters()]
-    graphs = TrainGraphs(net, requested=graph, amp_dtype=amp_dtype, reason=None)
-
-    def step() -> None:
-        graphs.zero_grad(opt)
-        preds = graphs.forward(data["img"])
-        loss, _ = crit(preds, data)
-        scaler.scale(loss).backward()
-        scaler.unscale_(opt)
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 10.0)
-        scaler.step(opt)
-        scaler.update()
-        with torch.no_grad():
-            torch._foreach_lerp_(ema, [p.detach() for p in net.parameters()], 1 - 0.9999)
+    step, graphs = make_train_step(net, crit, data, graph=graph, amp_dtype=amp_dtype)
 
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()  # before warm-up: the graph arm's capture pool counts too
