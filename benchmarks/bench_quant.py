@@ -8,7 +8,9 @@
    1024..8192 and on the conv-as-GEMM shapes of yolo9-t at 640 px (M = B*H*W, K = Cin*k*k,
    N = Cout; K and N padded up to multiples of 16 where needed).
 
-Timings: CUDA events, median of ``--reps`` runs after ``--warmup`` runs. Writes
+Timings: CUDA events, median of ``--reps`` samples (each the mean of 10 back-to-back calls, so
+the device queue stays full) after ``--warmup`` calls; the Triton fake-quant rows also give the
+latency of one call from an idle queue (host launch time included). Writes
 ``bench_quant.json`` and ``bench_quant.md`` to ``--out`` and prints the tables.
 
     python benchmarks/bench_quant.py --out benchmarks/results/quant --commit <sha>
@@ -39,8 +41,13 @@ FALLBACK_CONVS = [
 ]
 
 
-def time_ms(fn: Callable[[], Any], *, warmup: int, reps: int) -> float:
-    """Median milliseconds of ``fn`` over ``reps`` runs (CUDA events), after ``warmup`` runs."""
+def time_ms(fn: Callable[[], Any], *, warmup: int, reps: int, inner: int = 10) -> float:
+    """Milliseconds per call of ``fn``: the median over ``reps`` samples, each the mean of ``inner``
+    back-to-back calls between two CUDA events, after ``warmup`` calls.
+
+    Back-to-back calls keep the device queue full, so a sample measures device time, not the gap
+    while the host prepares one launch (``inner=1`` measures that single-call latency instead).
+    """
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -48,10 +55,11 @@ def time_ms(fn: Callable[[], Any], *, warmup: int, reps: int) -> float:
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(inner):
+            fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(start.elapsed_time(end) / inner)
     return statistics.median(times)
 
 
@@ -66,13 +74,14 @@ def _fake_quant_row(m: int, dtype: torch.dtype, warmup: int, reps: int) -> dict:
     t_copy = time_ms(lambda: dst.copy_(x), warmup=warmup, reps=reps)
     t_tri = time_ms(lambda: fake_quant_fp8_triton(x, scale), warmup=warmup, reps=reps)
     t_ref = time_ms(lambda: fake_quant_fp8_reference(x, scale), warmup=warmup, reps=reps)
+    t_call = time_ms(lambda: fake_quant_fp8_triton(x, scale), warmup=warmup, reps=reps, inner=1)
     same = torch.equal(fake_quant_fp8_triton(x, scale), fake_quant_fp8_reference(x, scale))
     return {
         "dtype": str(dtype).replace("torch.", ""), "elements": f"{m}M",
         "copy_ms": round(t_copy, 4), "triton_ms": round(t_tri, 4), "reference_ms": round(t_ref, 4),
         "speedup": round(t_ref / t_tri, 2), "copy_GBps": round(nbytes / t_copy / 1e6, 1),
         "triton_GBps": round(nbytes / t_tri / 1e6, 1), "pct_of_copy": round(100 * t_copy / t_tri, 1),
-        "bit_identical": same,
+        "triton_single_call_ms": round(t_call, 4), "bit_identical": same,
     }
 
 
@@ -205,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     md = [f"# Quantization kernels — {meta['gpu']}", "",
           f"torch {meta['torch']}, CUDA {meta['cuda']}, triton {meta['triton']}, capability "
           f"{meta['capability']}, {meta['date']}, commit {meta['commit']}. Median of {args.reps} "
-          f"runs after {args.warmup} warm-up runs, CUDA events.", "",
+          f"samples after {args.warmup} warm-up calls, CUDA events; each sample is the mean of 10 "
+          "back-to-back calls (device time with a full queue). `triton_single_call_ms`: one call "
+          "from an idle queue, host launch time included.", "",
           "## fake_quant_fp8: Triton vs reference torch ops", "",
           "Bandwidth counts one read and one write of the tensor; `pct_of_copy` compares with a "
           "device-to-device copy of the same bytes (target >= 70 % at >= 64M elements: "

@@ -219,6 +219,14 @@ def bench_train(fam: type, size: str, *, batch: int, imgsz: int, amp: torch.dtyp
             "replays": sum(g.get("replays", 0) for g in info.get("graphs", []))}
 
 
+def global_rel(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """||a - b|| / ||a|| over every gradient together (robust where single tensors, e.g. the bias
+    of a BatchNorm followed by another BatchNorm, carry only cancellation noise)."""
+    num = sum(float((a[k].double() - b[k].double()).pow(2).sum()) for k in a)
+    den = sum(float(a[k].double().pow(2).sum()) for k in a)
+    return (num / max(den, 1e-300)) ** 0.5
+
+
 def _max_rel(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> tuple[float, str]:
     worst, name = 0.0, ""
     for k in a:

@@ -273,11 +273,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "",
         f"- GPU: {env['gpu']} · torch {env['torch']} (CUDA {env['cuda']}, cuDNN {env['cudnn']})",
         f"- date: {env['date']} · commit: `{env['commit']}`",
-        f"- input: batch {st.get('batch')}, {st.get('imgsz')} px; models untrained (seed {st.get('seed')}), "
-        f"fused={st.get('fuse')}; probes: {', '.join(st.get('probes', []))}",
+        f"- input: batch x px per row (last run's default: batch {st.get('batch')}, {st.get('imgsz')} px); models "
+        f"untrained (seed {st.get('seed')}), fused={st.get('fuse')}; probes: {', '.join(st.get('probes', []))}",
         "",
-        "| family | task | size | dtype | result | probe 1 | probe 2 | capture ms | notes |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| family | task | size | input | dtype | result | probe 1 | probe 2 | capture ms | notes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["rows"]:
         probes = list((r.get("probes") or {}).values())
@@ -294,7 +294,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         if r.get("stages") and len(r["stages"]) > 1:
             notes = (notes + "; " if notes else "") + "seam: " + " > ".join(
                 s["name"] + ("" if s["captured"] else " (eager)") for s in r["stages"])
-        lines.append(f"| {r['family']} | {r['task']} | {r['size']} | {r['dtype']} | **{r['result']}** | "
+        inp = f"{r.get('batch', st.get('batch'))}x{r.get('imgsz', st.get('imgsz'))}"
+        lines.append(f"| {r['family']} | {r['task']} | {r['size']} | {inp} | {r['dtype']} | **{r['result']}** | "
                      f"{cell(0)} | {cell(1)} | {r.get('capture_ms', '-')} | {notes} |")
     return "\n".join(lines) + "\n"
 

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from .. import env
 from ..errors import ConfigError, GraphCaptureError
+from .recovery import no_gc, recover_after_failed_capture
 from .seam import Stage, TreeSpec, flatten, unflatten
 
 if TYPE_CHECKING:
@@ -254,7 +255,7 @@ def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: 
             graph = torch.cuda.CUDAGraph()
             torch.cuda.synchronize(device)
             t1 = time.perf_counter()
-            with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+            with no_gc(), torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
                 static_out = st.fn(static_val)
             torch.cuda.synchronize(device)
             ms = (time.perf_counter() - t1) * 1e3
@@ -480,6 +481,7 @@ class PredictGraphs:
                                         stream=self._streams[dev], warmup=self.warmup)
         except RuntimeError as e:
             self._pools.pop(dev, None)  # a failed capture may leave the pool half-used
+            recover_after_failed_capture(x.device)
             raise GraphCaptureError(
                 f"capturing {model.FAMILY}-{model.size} for input {list(key.shape)} {key.dtype} failed: "
                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Its forward does something "

@@ -38,6 +38,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .recovery import no_gc, recover_after_failed_capture
+
 logger = logging.getLogger(__name__)
 
 REPEATS_BEFORE_CAPTURE = 3
@@ -212,10 +214,11 @@ class TrainGraphs:
             kwargs: dict[str, Any] = {"num_warmup_iters": WARMUP_ITERS}
             if _MGC_TAKES_MODE:
                 kwargs["capture_error_mode"] = "thread_local"
-            with thread_local_capture():
+            with thread_local_capture(), no_gc():
                 torch.cuda.make_graphed_callables(wrapper, (x.detach().clone(),), **kwargs)
             torch.cuda.synchronize(x.device)
         except Exception as e:  # noqa: BLE001 - T-4: the run goes on eager
+            recover_after_failed_capture(x.device)
             restore_buffers(self.net, snap)
             self._fail(f"capture failed: {e!r}")
             return None

@@ -127,3 +127,40 @@ def test_pinned_memory_loader_workers_during_repeated_captures() -> None:
             captures += 1
             g.release()
     assert captures == 64
+
+
+class _SyncsInForward(nn.Module):
+    """Calls ``.item()`` in its forward: a real capture failure (host sync while capturing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        if y.abs().max().item() < 0:  # never true; the sync is the point
+            y = -y
+        return y
+
+
+def test_real_capture_failure_leaves_random_ops_usable() -> None:
+    """T-4: after a capture that really fails, eager random ops run and draw the same numbers as
+    they would have without the failed capture (generator state recovered, stream position kept)."""
+    net = _SyncsInForward().cuda().train()
+    x = torch.rand(2, 3, 16, 16, device="cuda")
+    torch.cuda.manual_seed(7)
+    want = torch.rand(64, device="cuda")
+    torch.cuda.manual_seed(7)
+    g = TrainGraphs(net, requested=True, amp_dtype=None, reason=None, repeats=1)
+    out = g.forward(x)  # capture fails, the step runs eager
+    assert g.failed is not None and "capture failed" in g.failed
+    out.float().mean().backward()
+    got = torch.rand(64, device="cuda")  # raised "Offset increment outside graph capture" before
+    assert torch.equal(got, want)
+    assert torch.isfinite(net.drop(torch.ones(8, device="cuda"))).all()
+    # and a later, healthy capture in the same process still works
+    ok = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)).cuda().train()
+    g2 = TrainGraphs(ok, requested=True, amp_dtype=None, reason=None, repeats=1)
+    g2.forward(x).float().mean().backward()
+    assert g2.failed is None and g2.live

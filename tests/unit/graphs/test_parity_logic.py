@@ -85,5 +85,5 @@ def test_write_matrix_writes_strict_json_and_a_table(tmp_path):
     doc = json.loads((tmp_path / "m.json").read_text())
     assert doc["rows"][0]["probes"]["image"]["max_abs_diff"] == "nan"
     md = (tmp_path / "m.md").read_text()
-    assert "| tiny | detect | n | float32 | **pass** | equal | differs (nan) |" in md
+    assert "| tiny | detect | n | 1x64 | float32 | **pass** | equal | differs (nan) |" in md
     assert render_markdown(doc).count("\n| tiny") == 1
