@@ -36,7 +36,7 @@ def arm(*, graph: bool, out: Path, epochs: int, batch: int, imgsz: int, n_train:
     wall = time.perf_counter() - t0
     rows = list(csv.DictReader(open(Path(res["save_dir"]) / "results.csv")))
     return {"graph": graph, "wall_s": wall, "final": {k: v for k, v in res.items() if isinstance(v, (int, float))},
-            "epochs": rows}
+            "cuda_graph": res.get("cuda_graph"), "epochs": rows}
 
 
 def main() -> None:

@@ -75,6 +75,8 @@ if TYPE_CHECKING:
     from ..models._base.family import Family
 
 logger = logging.getLogger(__name__)
+# Loss items are read back to the host (progress bar, running means) once every this many batches.
+REFRESH_EVERY = 10
 
 
 
@@ -398,6 +400,7 @@ class Trainer:
         target = stages[0].fn if stages and stages[0].capturable else self.net
         capture = TrainGraphs(target, requested=True, amp_dtype=self.amp_dtype, reason=reason)  # logs one line
         self.graph_capture = capture if capture.enabled else None
+        self._graph_report = capture  # kept after a fallback too: the result says what happened
 
     # ------------------------------------------------------------------ the loop
     def _eager_forward(self, imgs: Tensor) -> Any:
@@ -520,11 +523,20 @@ class Trainer:
         cfg, nb = self.cfg, self.nb
         self.net.train()
         names = self._loss_names()
+        # Loss items stay on the device and are read every REFRESH_EVERY batches (and at the end):
+        # a host read per batch would stall the launch queue every step.
+        sums: Tensor | None = None  # sum of finite per-batch items
+        n_finite: Tensor | None = None  # number of batches with a finite loss
         mloss: Tensor | None = None
+        skipped_seen = host_skipped = 0
         bar = tqdm(enumerate(self.train_loader), total=nb, disable=not (cfg.verbose and self.is_main),
                    dynamic_ncols=True,
                    desc=f"{epoch + 1}/{cfg.epochs}", leave=True)
         ddp = self.dist
+        # With a gradient scaler a non-finite loss needs no host check: its gradients are
+        # non-finite too (all-reduced to every rank under DDP), so the scaler skips that optimizer
+        # step on every process. Without one, the batch is skipped here (one host sync per batch).
+        check_on_host = not self.scaler.is_enabled()
         for i, batch in bar:
             ni = i + nb * epoch
             self.schedule.apply(self.optimizer, iteration=ni, epoch=epoch)
@@ -536,11 +548,11 @@ class Trainer:
             with sync:
                 preds = self._forward(imgs)
                 loss, items = self.criterion(preds, batch)
-                finite = all_true(bool(torch.isfinite(loss)), ddp)  # every rank skips, or none does
-                if not finite:
+                if check_on_host and not all_true(bool(torch.isfinite(loss)), ddp):  # every rank skips, or none
                     logger.warning("non-finite loss %s at epoch %d batch %d: batch skipped", items.tolist(),
                                    epoch + 1, i)
                     self._zero_grad()
+                    host_skipped += 1
                     continue
                 if ddp is not None:  # DDP averages gradients; the single-process loss scale is the sum
                     loss = loss * ddp.world_size
@@ -548,15 +560,37 @@ class Trainer:
             if step:
                 self._optimizer_step()
                 self.last_opt_step = ni
-            items = items.detach().float().cpu()
-            mloss = items if mloss is None else (mloss * i + items) / (i + 1)
-            if cfg.verbose and self.is_main:
-                mem = f"{torch.cuda.memory_reserved(self.device) / 2**30:.2f}G" if self.device.type == "cuda" else "-"
-                desc = " ".join(f"{n}={v:.3f}" for n, v in zip(names, mloss.tolist(), strict=False))
-                bar.set_description(f"{epoch + 1}/{cfg.epochs} mem={mem} {desc} inst={int(batch['cls'].numel())} "
-                                    f"size={imgs.shape[-1]}")
+            with torch.no_grad():
+                items = items.detach().float()
+                ok = torch.isfinite(items).all()
+                items = torch.where(ok, items, torch.zeros_like(items))
+                sums = items if sums is None else sums + items
+                n_finite = ok.float() if n_finite is None else n_finite + ok.float()
+            if i % REFRESH_EVERY == 0 or i == nb - 1:
+                mloss = self._report_items(bar, epoch, sums, n_finite, seen=i + 1 - host_skipped,
+                                           skipped_before=skipped_seen, names=names, imgs=imgs, batch=batch)
+                skipped_seen = (i + 1 - host_skipped) - int(n_finite)
         bar.close()
+        if sums is not None and n_finite is not None:  # the final value (a skipped last batch left it stale)
+            mloss = (sums / n_finite.clamp(min=1.0)).cpu()
         return mloss if mloss is not None else torch.zeros(len(names))
+
+    def _report_items(self, bar: Any, epoch: int, sums: Tensor, n_finite: Tensor, *, seen: int,
+                      skipped_before: int, names: list[str], imgs: Tensor, batch: dict[str, Any]) -> Tensor:
+        """Mean loss items so far (one host read), a warning for new scaler-skipped batches, the bar."""
+        cfg = self.cfg
+        n = float(n_finite)
+        mloss = (sums / max(n, 1.0)).cpu()
+        skipped = seen - int(n)
+        if skipped > skipped_before:
+            logger.warning("non-finite loss in %d batch(es) of epoch %d so far: the gradient scaler skipped "
+                           "those optimizer steps", skipped, epoch + 1)
+        if cfg.verbose and self.is_main:
+            mem = f"{torch.cuda.memory_reserved(self.device) / 2**30:.2f}G" if self.device.type == "cuda" else "-"
+            desc = " ".join(f"{k}={v:.3f}" for k, v in zip(names, mloss.tolist(), strict=False))
+            bar.set_description(f"{epoch + 1}/{cfg.epochs} mem={mem} {desc} inst={int(batch['cls'].numel())} "
+                                f"size={imgs.shape[-1]}")
+        return mloss
 
     def _optimizer_step(self) -> None:
         self.scaler.unscale_(self.optimizer)
@@ -636,6 +670,9 @@ class Trainer:
                    last=str(self.wdir / "last.pt"), epochs=self.epoch + 1)
         if self.dist is not None:
             out.update(world_size=self.dist.world_size, rank_digests=list(self.rank_digests))
+        report = getattr(self, "_graph_report", None)
+        if report is not None:  # cuda_graph=True: captured shapes and replays, or why it ran eager
+            out["cuda_graph"] = report.info()
         logger.info("training done: %s; results in %s", {k: round(v, 4) for k, v in out.items()
                                                           if isinstance(v, float)}, self.save_dir)
         return out

@@ -93,18 +93,25 @@ def test_amp_train_steps_finite_and_decreasing(size: str) -> None:
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
     scaler = torch.amp.GradScaler("cuda")
     batch = _batch(8, 640, 6, CUDA)
-    losses = []
-    for _ in range(20):
+    taken, skipped = [], 0
+    for _ in range(30):
         with torch.autocast("cuda", dtype=torch.float16):
             preds = net(batch["img"])
         loss, items = crit(preds, batch)
         assert torch.isfinite(loss) and torch.isfinite(items).all()
         opt.zero_grad()
         scaler.scale(loss).backward()
+        before = scaler.get_scale()
         scaler.step(opt)
         scaler.update()
-        losses.append(float(loss.detach()))
-    assert sum(losses[-5:]) < 0.8 * sum(losses[:5]), losses  # the loss fits a repeated batch
+        if scaler.get_scale() < before:  # inf/NaN gradients at this scale: the step was skipped
+            skipped += 1
+        else:
+            taken.append(float(loss.detach()))
+    # Dynamic loss scaling starts at 2**16 and halves on each overflowing step: a larger model
+    # (m, exp_on_reg) skips its first few steps, then trains; more than a handful would be a bug.
+    assert skipped <= 10, (skipped, taken)
+    assert sum(taken[-5:]) / 5 < 0.8 * taken[0], taken  # the loss fits a repeated batch
 
 
 @pytest.mark.parametrize("size", ["t", "s"])

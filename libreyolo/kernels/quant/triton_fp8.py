@@ -59,7 +59,10 @@ def decode_e4m3(b):
     sub = m.to(tl.float32) * 0.001953125
     v = tl.where(e == 0, sub, normal)
     v = tl.where((e == 15) & (m == 7), float("nan"), v)
-    return tl.where((b & 128) != 0, -v, v)
+    # The sign goes in as a bit: Triton lowers unary minus to ``0 - v`` on GPUs, which turns the
+    # byte 0x80 (negative zero) into +0.0.
+    sign = ((b >> 7) & 1) << 31
+    return (v.to(tl.int32, bitcast=True) | sign).to(tl.float32, bitcast=True)
 
 
 @triton.jit

@@ -1,7 +1,12 @@
 """YOLOv9 detection loss: task-aligned assignment, BCE class loss, CIoU + DFL box losses.
 
-Eager by design (SPEC G-2/T-2): the assigner sorts, gathers and branches on data, so it is
-never inside a CUDA graph; it may synchronise with the host.
+Eager by design (SPEC G-2/T-2): the assigner sorts and gathers, so it is never inside a CUDA
+graph. It is written not to synchronise with the host: no boolean-mask indexing, ``nonzero``,
+``.item()`` or data-dependent branches; the box and DFL terms are masked sums over every anchor
+(weight 0 on background) rather than sums over gathered foreground anchors. The one host
+synchronisation left is sizing the padded ground-truth tensor (largest box count of an image)
+when the labels are already on the GPU; labels on the CPU (the data loader's output) are padded
+there and copied asynchronously, with no synchronisation at all.
 
 Hyper-parameters follow the YOLOv9 reference training recipe (``hyp.scratch-high.yaml`` and its
 ``ComputeLoss``): assigner ``topk=10, alpha=0.5, beta=6.0``; loss gains ``box=7.5, cls=0.5,
@@ -14,6 +19,7 @@ takes the arg-max over every ground truth of the image, padding included).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...ops.anchors import bbox2dist, dfl_expectation, dist2bbox, flatten_levels, make_anchors
-from ...ops.boxes import bbox_ciou, xywh_to_xyxy
+from ...ops.anchors import bbox2dist, dist2bbox, flatten_levels, make_anchors
+from ...ops.boxes import xywh_to_xyxy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,7 +37,9 @@ class Assignment:
 
     labels (Tensor[B, A], int64), bboxes (Tensor[B, A, 4], xyxy, same units as the GT boxes),
     scores (Tensor[B, A, C], float soft targets; zero rows for background), fg_mask
-    (Tensor[B, A], bool), gt_idx (Tensor[B, A], int64 index into the padded GT of the image).
+    (Tensor[B, A], bool), gt_idx (Tensor[B, A], int64 index into the padded GT of the image),
+    weight (Tensor[B, A], float): each anchor's soft-target value, equal to ``scores.sum(-1)``
+    (zero for background).
     """
 
     labels: Tensor
@@ -39,6 +47,32 @@ class Assignment:
     scores: Tensor
     fg_mask: Tensor
     gt_idx: Tensor
+    weight: Tensor
+
+
+def _ciou(a: Tensor, b: Tensor, eps: float = 1e-7) -> Tensor:
+    """Element-wise CIoU of xyxy boxes a, b (Tensor[..., 4], broadcastable) -> (Tensor[...]).
+
+    The same floating-point operations, in the same order, as
+    :func:`libreyolo.ops.boxes.bbox_ciou` (so the same values), except that the two-element
+    products are multiplications: the backward of ``prod`` synchronises with the host.
+    """
+    a1, a2 = a[..., :2], a[..., 2:]
+    b1, b2 = b[..., :2], b[..., 2:]
+    wa, ha = (a2 - a1).unbind(-1)
+    wb, hb = (b2 - b1).unbind(-1)
+    ha, hb = ha + eps, hb + eps
+    iw, ih = (torch.minimum(a2, b2) - torch.maximum(a1, b1)).clamp(min=0).unbind(-1)
+    inter = iw * ih
+    union = wa * ha + wb * hb - inter + eps
+    iou = inter / union
+    enclose = torch.maximum(a2, b2) - torch.minimum(a1, b1)
+    c2 = enclose.pow(2).sum(-1) + eps  # squared diagonal of the enclosing box
+    rho2 = ((b1 + b2 - a1 - a2) ** 2).sum(-1) / 4  # squared centre distance
+    v = (4 / math.pi**2) * (torch.atan(wb / hb) - torch.atan(wa / ha)).pow(2)
+    with torch.no_grad():
+        alpha = v / (v - iou + (1 + eps))
+    return iou - (rho2 / c2 + v * alpha)
 
 
 class TaskAlignedAssigner:
@@ -47,7 +81,7 @@ class TaskAlignedAssigner:
     For each ground truth the ``topk`` anchors of highest alignment whose centre lies strictly
     inside the box are candidates; an anchor claimed by several ground truths keeps the one it
     overlaps most. The one-hot class target is scaled per ground truth so that its best anchor
-    gets that anchor's IoU (``align / max_align * max_iou``).
+    gets that anchor's IoU (``align / max_align * max_iou``). No host synchronisation.
     """
 
     def __init__(self, *, nc: int, topk: int = 10, alpha: float = 0.5, beta: float = 6.0, eps: float = 1e-9) -> None:
@@ -69,60 +103,70 @@ class TaskAlignedAssigner:
             return Assignment(labels=torch.full((b, a), self.nc, dtype=torch.long, device=dev),
                               bboxes=torch.zeros_like(pd_bboxes), scores=torch.zeros_like(pd_scores),
                               fg_mask=torch.zeros((b, a), dtype=torch.bool, device=dev),
-                              gt_idx=torch.zeros((b, a), dtype=torch.long, device=dev))
+                              gt_idx=torch.zeros((b, a), dtype=torch.long, device=dev),
+                              weight=torch.zeros((b, a), dtype=pd_scores.dtype, device=dev))
         gt_labels = gt_labels.long().clamp(0, c - 1)
         # score of each anchor for each GT's class: (B, M, A)
         scores = pd_scores.transpose(1, 2).gather(1, gt_labels[..., None].expand(b, m, a))
-        overlaps = bbox_ciou(gt_bboxes[:, :, None, :], pd_bboxes[:, None, :, :]).clamp_(min=0)  # (B, M, A)
+        overlaps = _ciou(gt_bboxes[:, :, None, :], pd_bboxes[:, None, :, :]).clamp_(min=0)  # (B, M, A)
         align = scores.pow(self.alpha) * overlaps.pow(self.beta)  # (B, M, A)
 
-        # candidate test: anchor centre strictly inside the GT box
-        x, y = anchor_points[:, 0], anchor_points[:, 1]
-        gx1, gy1, gx2, gy2 = (gt_bboxes[..., i, None] for i in range(4))  # each (B, M, 1)
-        inside = torch.stack((x - gx1, y - gy1, gx2 - x, gy2 - y), -1).amin(-1) > self.eps  # (B, M, A)
-        valid = inside & mask_gt[..., None]
+        # candidate test: anchor centre strictly inside the GT box, i.e. min(l, t, r, b) > eps
+        lt = anchor_points - gt_bboxes[:, :, None, :2]  # (B, M, A, 2)
+        rb = gt_bboxes[:, :, None, 2:] - anchor_points
+        valid = (torch.minimum(lt, rb).amin(-1) > self.eps) & mask_gt[..., None]  # (B, M, A)
 
         k = min(self.topk, a)
         topk_idx = (align * valid).topk(k, dim=-1).indices  # (B, M, k)
-        in_topk = torch.zeros_like(valid).scatter_(-1, topk_idx, True)
-        mask_pos = in_topk & valid  # (B, M, A)
+        mask_pos = torch.zeros_like(valid).scatter_(-1, topk_idx, True) & valid  # (B, M, A)
 
-        # one GT per anchor: the candidate GT with the highest overlap
-        multi = mask_pos.sum(1) > 1  # (B, A)
-        if bool(multi.any()):
-            best = overlaps.masked_fill(~mask_pos, -1.0).argmax(1)  # (B, A)
-            best_onehot = F.one_hot(best, m).transpose(1, 2).bool()  # (B, M, A)
-            mask_pos = torch.where(multi[:, None, :], best_onehot & mask_pos, mask_pos)
+        # one GT per anchor: the candidate GT with the highest overlap. For an anchor with one
+        # candidate that is the candidate; for one without, index 0 (masked by fg_mask below).
         fg_mask = mask_pos.any(1)  # (B, A)
-        gt_idx = mask_pos.to(torch.uint8).argmax(1)  # (B, A)
+        gt_idx = torch.where(mask_pos, overlaps, -1.0).argmax(1)  # (B, A)
 
         labels = gt_labels.gather(1, gt_idx)  # (B, A)
         bboxes = gt_bboxes.gather(1, gt_idx[..., None].expand(b, a, 4))  # (B, A, 4)
-        target = F.one_hot(labels, c).to(pd_scores.dtype) * fg_mask[..., None]  # (B, A, C)
 
-        # IoU-aware soft targets, normalised per GT
-        align = align * mask_pos
-        max_align = align.amax(-1, keepdim=True)  # (B, M, 1)
-        max_iou = (overlaps * mask_pos).amax(-1, keepdim=True)  # (B, M, 1)
-        norm = (align * max_iou / (max_align + self.eps)).amax(1)  # (B, A)
-        return Assignment(labels=labels, bboxes=bboxes, scores=target * norm[..., None], fg_mask=fg_mask,
-                          gt_idx=gt_idx)
+        # IoU-aware soft targets, normalised per GT: an anchor's align and overlap with its GT,
+        # the per-GT maxima over its anchors (scatter-amax), gathered back per anchor.
+        idx = gt_idx[:, None, :]  # (B, 1, A)
+        pair = torch.cat((align.gather(1, idx), overlaps.gather(1, idx)), 1)  # (B, 2, A)
+        pair = torch.where(fg_mask[:, None, :], pair, 0.0)
+        idx2 = idx.expand(b, 2, a)
+        per_gt = pair.new_zeros((b, 2, m)).scatter_reduce_(2, idx2, pair, "amax")  # (B, 2, M)
+        best = per_gt.gather(2, idx2)  # (B, 2, A): max align, max IoU of each anchor's GT
+        norm = pair[:, 0] * best[:, 1] / (best[:, 0] + self.eps)  # (B, A), 0 on background
+
+        dtype = torch.promote_types(pd_scores.dtype, norm.dtype)
+        scores_t = torch.zeros((b, a, c), dtype=dtype, device=dev).scatter_(-1, labels[..., None],
+                                                                            norm[..., None].to(dtype))
+        return Assignment(labels=labels, bboxes=bboxes, scores=scores_t, fg_mask=fg_mask, gt_idx=gt_idx,
+                          weight=norm)
 
 
 def dfl_loss(pred_dist: Tensor, target: Tensor) -> Tensor:
     """Distribution focal loss.
 
-    pred_dist (Tensor[P, 4, R]) logits over the R bins; target (Tensor[P, 4]) distances in
-    [0, R - 1) -> (Tensor[P]) mean over the 4 sides of the cross-entropy to the two nearest bins,
-    weighted by linear interpolation.
+    pred_dist (Tensor[..., 4, R]) logits over the R bins; target (Tensor[..., 4]) distances in
+    [0, R - 1) -> (Tensor[...]) mean over the 4 sides of the cross-entropy to the two nearest
+    bins, weighted by linear interpolation. One log-softmax, one gather.
     """
-    p, _, r = pred_dist.shape
     left = target.long()
     w_right = target - left.to(target.dtype)
-    logits = pred_dist.reshape(-1, r)
-    ce_l = F.cross_entropy(logits, left.reshape(-1), reduction="none").view(p, 4)
-    ce_r = F.cross_entropy(logits, (left + 1).reshape(-1), reduction="none").view(p, 4)
-    return (ce_l * (1 - w_right) + ce_r * w_right).mean(-1)
+    logp = pred_dist.log_softmax(-1)
+    picked = logp.gather(-1, torch.stack((left, left + 1), -1))  # (..., 4, 2) = -CE to each bin
+    # -(a + b) == (-a) + (-b) exactly, so this is the cross-entropy sum, negated once
+    return -(picked * torch.stack((1 - w_right, w_right), -1)).sum(-1).mean(-1)
+
+
+def _to_device(t: Tensor, device: torch.device) -> Tensor:
+    """Copy a CPU tensor to ``device``; to CUDA via pinned memory, asynchronously (no host sync)."""
+    if t.device == device:
+        return t
+    if t.device.type == "cpu" and torch.device(device).type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def build_targets(batch: dict[str, Tensor], *, batch_size: int, img_hw: tuple[int, int],
@@ -131,28 +175,35 @@ def build_targets(batch: dict[str, Tensor], *, batch_size: int, img_hw: tuple[in
 
     batch: ``batch_idx`` (Tensor[N], int64), ``cls`` (Tensor[N]), ``bboxes`` (Tensor[N, 4]
     normalised cx, cy, w, h). Returns labels (Tensor[B, M], int64), boxes (Tensor[B, M, 4]
-    xyxy pixels), mask (Tensor[B, M], bool) with M the largest box count of an image.
+    xyxy pixels), mask (Tensor[B, M], bool) on ``device``, with M the largest box count of an
+    image; boxes keep their order within an image.
+
+    The padding is computed where ``batch_idx`` lives. On the CPU (the data loader's output) it
+    costs no GPU work and no host synchronisation: the three results are copied asynchronously.
+    On the GPU, reading M is the one host synchronisation.
     """
-    idx = batch["batch_idx"].to(device).long().view(-1)
-    cls = batch["cls"].to(device).long().view(-1)
-    boxes = batch["bboxes"].to(device).float().view(-1, 4)
+    idx = batch["batch_idx"].reshape(-1).long()
+    src = idx.device
+    cls = batch["cls"].to(src).long().reshape(-1)
+    boxes = batch["bboxes"].to(src).float().reshape(-1, 4)
     n = idx.numel()
-    counts = torch.bincount(idx, minlength=batch_size) if n else torch.zeros(batch_size, dtype=torch.long, device=device)
-    m = int(counts.max()) if n else 0
-    labels = torch.zeros((batch_size, m), dtype=torch.long, device=device)
-    out = torch.zeros((batch_size, m, 4), dtype=torch.float32, device=device)
-    mask = torch.zeros((batch_size, m), dtype=torch.bool, device=device)
-    if n:
-        order = torch.argsort(idx, stable=True)
-        idx, cls, boxes = idx[order], cls[order], boxes[order]
-        starts = torch.cumsum(counts, 0) - counts
-        slot = torch.arange(n, device=device) - starts[idx]
-        h, w = img_hw
-        scale = torch.tensor([w, h, w, h], dtype=torch.float32, device=device)
-        labels[idx, slot] = cls
-        out[idx, slot] = xywh_to_xyxy(boxes * scale)
-        mask[idx, slot] = True
-    return labels, out, mask
+    if n == 0:
+        return (torch.zeros((batch_size, 0), dtype=torch.long, device=device),
+                torch.zeros((batch_size, 0, 4), dtype=torch.float32, device=device),
+                torch.zeros((batch_size, 0), dtype=torch.bool, device=device))
+    # slot of each box = its rank among the boxes of its image (stable: input order)
+    rank = (idx[:, None] == torch.arange(batch_size, device=src)).cumsum(0)  # (N, B)
+    slot = rank.gather(1, idx[:, None]).squeeze(1) - 1
+    m = int(rank[-1].max())  # host sync only when the labels are on the GPU
+    h, w = img_hw
+    scale = _to_device(torch.tensor([w, h, w, h], dtype=torch.float32), src)
+    labels = torch.zeros((batch_size, m), dtype=torch.long, device=src)
+    out = torch.zeros((batch_size, m, 4), dtype=torch.float32, device=src)
+    mask = torch.zeros((batch_size, m), dtype=torch.bool, device=src)
+    labels[idx, slot] = cls
+    out[idx, slot] = xywh_to_xyxy(boxes * scale)
+    mask[idx, slot] = True
+    return _to_device(labels, device), _to_device(out, device), _to_device(mask, device)
 
 
 class YOLO9Loss(nn.Module):
@@ -160,9 +211,14 @@ class YOLO9Loss(nn.Module):
 
     preds: list of per-level Tensor[B, 4 * reg_max + nc, H/s, W/s] (box-distribution logits first,
     then class logits), any float dtype (computed in float32). batch: dict as built by
-    ``libreyolo.data.dataset.collate_detection`` (``batch_idx``, ``cls``, ``bboxes``).
+    ``libreyolo.data.dataset.collate_detection`` (``batch_idx``, ``cls``, ``bboxes``; on the CPU
+    for no host synchronisation, see :func:`build_targets`).
     Returns loss (Tensor[], float32) = (box + cls + dfl) * B, for backward, and loss_items
     (Tensor[3], detached): box, cls, dfl, each already multiplied by its gain.
+
+    The box and DFL terms are evaluated on every anchor and weighted by the soft target (zero on
+    background), so nothing depends on the number of foreground anchors. Anchor grids are cached
+    per feature-map shapes and device.
 
     Example:
         >>> crit = model.build_criterion()  # doctest: +SKIP
@@ -177,35 +233,62 @@ class YOLO9Loss(nn.Module):
         self.strides = [int(s) for s in net.strides]
         self.hyp: dict[str, float] = {"box": box, "cls": cls, "dfl": dfl}
         self.assigner = TaskAlignedAssigner(nc=self.nc, topk=topk, alpha=alpha, beta=beta)
+        self._anchor_cache: dict[tuple[Any, ...], tuple[Tensor, ...]] = {}
+        self._gain_cache: dict[tuple[Any, ...], Tensor] = {}
+
+    def _anchors(self, shapes: list[tuple[int, int]], device: torch.device) -> tuple[Tensor, ...]:
+        """anchor_points (Tensor[A, 2], grid units), stride (Tensor[A, 1]), anchor pixels
+        (Tensor[A, 2]) and DFL bin positions (Tensor[1, 1, R, 1]), all float32."""
+        key = (tuple(shapes), str(device))
+        hit = self._anchor_cache.get(key)
+        if hit is None:
+            points, stride_t = make_anchors(shapes, self.strides, device=device)
+            proj = torch.arange(self.reg_max, device=device, dtype=torch.float32).view(1, 1, -1, 1)
+            hit = (points, stride_t, points * stride_t, proj)
+            if len(self._anchor_cache) >= 8:  # multi-scale training: a handful of sizes
+                self._anchor_cache.clear()
+            self._anchor_cache[key] = hit
+        return hit
+
+    def _gains(self, device: torch.device) -> Tensor:
+        """Tensor[3] of the box, cls, dfl gains on ``device`` (cached per value and device)."""
+        key = (self.hyp["box"], self.hyp["cls"], self.hyp["dfl"], str(device))
+        g = self._gain_cache.get(key)
+        if g is None:
+            g = _to_device(torch.tensor(key[:3], dtype=torch.float32), device)
+            self._gain_cache = {key: g}
+        return g
 
     def forward(self, preds: list[Tensor] | tuple[Tensor, ...], batch: dict[str, Any]) -> tuple[Tensor, Tensor]:
-        feats = [p.float() for p in preds]
-        bsz = feats[0].shape[0]
-        dev = feats[0].device
+        bsz = preds[0].shape[0]
+        dev = preds[0].device
         r = self.reg_max
-        x = flatten_levels(feats)  # (B, 4R + C, A)
+        shapes = [(int(f.shape[2]), int(f.shape[3])) for f in preds]
+        img_hw = (shapes[0][0] * self.strides[0], shapes[0][1] * self.strides[0])
+        # targets first: a host sync here (labels on the GPU) then waits for the network only
+        gt_labels, gt_bboxes, mask_gt = build_targets(batch, batch_size=bsz, img_hw=img_hw, device=dev)
+
+        x = flatten_levels(list(preds)).float()  # (B, 4R + C, A); one cast (same values as per level)
         reg, cls_logits = x.split((4 * r, self.nc), 1)
         pred_scores = cls_logits.transpose(1, 2)  # (B, A, C)
-        anchor_points, stride_t = make_anchors([tuple(f.shape[2:]) for f in feats], self.strides, device=dev)
-        pred_bboxes = dist2bbox(dfl_expectation(reg, r), anchor_points)  # (B, A, 4) grid units
-        img_hw = (feats[0].shape[2] * self.strides[0], feats[0].shape[3] * self.strides[0])
+        anchor_points, stride_t, anchor_px, proj = self._anchors(shapes, dev)
+        # = ops.anchors.dfl_expectation, with the bin positions cached
+        prob = reg.view(bsz, 4, r, -1).softmax(2)  # (B, 4, R, A)
+        pred_bboxes = dist2bbox((prob * proj).sum(2).transpose(1, 2), anchor_points)  # (B, A, 4) grid units
 
-        gt_labels, gt_bboxes, mask_gt = build_targets(batch, batch_size=bsz, img_hw=img_hw, device=dev)
         t = self.assigner(pred_scores.detach().sigmoid(), pred_bboxes.detach() * stride_t,
-                          anchor_points * stride_t, gt_labels, gt_bboxes, mask_gt)
-        target_bboxes = t.bboxes / stride_t  # grid units
+                          anchor_px, gt_labels, gt_bboxes, mask_gt)
         tss = t.scores.sum().clamp(min=1.0)
 
         loss_cls = F.binary_cross_entropy_with_logits(pred_scores, t.scores, reduction="none").sum() / tss
-        fg = t.fg_mask
-        if bool(fg.any()):
-            weight = t.scores.sum(-1)[fg]  # (P,)
-            iou = bbox_ciou(pred_bboxes[fg], target_bboxes[fg])
-            loss_box = ((1.0 - iou) * weight).sum() / tss
-            dist = reg.transpose(1, 2).reshape(bsz, -1, 4, r)[fg]  # (P, 4, R)
-            ltrb = bbox2dist(anchor_points, target_bboxes, r)[fg]  # (P, 4)
-            loss_dfl = (dfl_loss(dist, ltrb) * weight).sum() / tss
+        if gt_bboxes.shape[1]:
+            target_bboxes = t.bboxes / stride_t  # grid units
+            iou = _ciou(pred_bboxes, target_bboxes)  # (B, A)
+            loss_box = ((1.0 - iou) * t.weight).sum() / tss
+            dist = reg.transpose(1, 2).reshape(bsz, -1, 4, r)  # (B, A, 4, R)
+            ltrb = bbox2dist(anchor_points, target_bboxes, r)  # (B, A, 4)
+            loss_dfl = (dfl_loss(dist, ltrb) * t.weight).sum() / tss
         else:
             loss_box = loss_dfl = pred_bboxes.sum() * 0.0
-        items = torch.stack((loss_box * self.hyp["box"], loss_cls * self.hyp["cls"], loss_dfl * self.hyp["dfl"]))
+        items = torch.stack((loss_box, loss_cls, loss_dfl)) * self._gains(dev)
         return items.sum() * bsz, items.detach()

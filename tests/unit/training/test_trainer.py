@@ -168,6 +168,14 @@ def test_cuda_graph_flag_is_safe_on_cpu(tiny_shapes, tmp_path, caplog):
     assert sum("training eager" in r.message for r in caplog.records) == 1
 
 
+def test_result_reports_why_cuda_graph_did_not_run(tiny_shapes, tmp_path):
+    out = YOLO9(size="t", nc=6).train(**tiny_overrides(tiny_shapes, tmp_path, epochs=1, cuda_graph=True, val=False))
+    info = out["cuda_graph"]
+    assert info["enabled"] is False and "cpu" in info["reason"] and info["graphs"] == []
+    assert "cuda_graph" not in YOLO9(size="t", nc=6).train(
+        **tiny_overrides(tiny_shapes, tmp_path, epochs=1, val=False, name="plain"))
+
+
 def test_close_mosaic_calls_family_hook(tiny_shapes, tmp_path):
     calls = []
 
