@@ -7,7 +7,11 @@ import gc
 import pytest
 import torch
 
-from libreyolo.graphs.recovery import no_gc, recover_after_failed_capture, reset_generator_capture_state
+from libreyolo.graphs.recovery import (
+    no_gc,
+    recover_after_failed_capture,
+    reset_generator_capture_state,
+)
 
 
 def test_no_gc_disables_and_restores_even_on_error() -> None:
