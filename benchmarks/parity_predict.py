@@ -54,13 +54,20 @@ def main(argv: list[str] | None = None) -> int:
     rows = run_matrix(families=split(args.families) or None, sizes=split(args.sizes) or None,
                       imgsz=args.imgsz, batch=args.batch, dtypes=tuple(split(args.dtypes)),
                       device="cuda", seed=args.seed, fuse=not args.no_fuse)
+    env = environment(commit=args.commit)
+    for r in rows:  # each row names the run that produced it (rows of several runs can be merged)
+        r.setdefault("commit", env["commit"])
+        r.setdefault("date", env["date"])
     if args.merge is not None and args.merge.is_file():
         import json
 
+        old_doc = json.loads(args.merge.read_text())
         new = {(r["family"], r["task"], r["size"], r["dtype"]) for r in rows}
-        rows = [r for r in json.loads(args.merge.read_text())["rows"]
-                if (r["family"], r["task"], r["size"], r["dtype"]) not in new] + rows
-    env = environment(commit=args.commit)
+        kept = [r for r in old_doc["rows"] if (r["family"], r["task"], r["size"], r["dtype"]) not in new]
+        for r in kept:
+            r.setdefault("commit", old_doc["environment"].get("commit"))
+            r.setdefault("date", old_doc["environment"].get("date"))
+        rows = kept + rows
     settings = {"imgsz": args.imgsz, "batch": args.batch, "seed": args.seed, "fuse": not args.no_fuse,
                 "probes": ["uniform", "image"], "dtypes": split(args.dtypes)}
     jp, mp = args.out / "cuda-graph-parity.json", args.out / "cuda-graph-parity.md"

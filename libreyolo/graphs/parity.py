@@ -272,12 +272,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "inputs from different distributions, after the capture and after a later replay.",
         "",
         f"- GPU: {env['gpu']} · torch {env['torch']} (CUDA {env['cuda']}, cuDNN {env['cudnn']})",
-        f"- date: {env['date']} · commit: `{env['commit']}`",
+        f"- latest run: {env['date']} · commit `{env['commit']}`; each row names the commit of its run",
         f"- input: batch x px per row (last run's default: batch {st.get('batch')}, {st.get('imgsz')} px); models "
         f"untrained (seed {st.get('seed')}), fused={st.get('fuse')}; probes: {', '.join(st.get('probes', []))}",
         "",
-        "| family | task | size | input | dtype | result | probe 1 | probe 2 | capture ms | notes |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| family | task | size | input | dtype | result | probe 1 | probe 2 | capture ms | commit | notes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["rows"]:
         probes = list((r.get("probes") or {}).values())
@@ -296,7 +296,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 s["name"] + ("" if s["captured"] else " (eager)") for s in r["stages"])
         inp = f"{r.get('batch', st.get('batch'))}x{r.get('imgsz', st.get('imgsz'))}"
         lines.append(f"| {r['family']} | {r['task']} | {r['size']} | {inp} | {r['dtype']} | **{r['result']}** | "
-                     f"{cell(0)} | {cell(1)} | {r.get('capture_ms', '-')} | {notes} |")
+                     f"{cell(0)} | {cell(1)} | {r.get('capture_ms', '-')} | {r.get('commit', env['commit'])} | {notes} |")
     return "\n".join(lines) + "\n"
 
 

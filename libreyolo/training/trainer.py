@@ -553,10 +553,15 @@ class Trainer:
                                    epoch + 1, i)
                     self._zero_grad()
                     host_skipped += 1
+                    del preds, loss  # see below: no autograd graph may outlive its step
                     continue
                 if ddp is not None:  # DDP averages gradients; the single-process loss scale is the sum
                     loss = loss * ddp.world_size
                 self.scaler.scale(loss).backward()
+                # Drop this step's autograd graph now, not when the names are rebound next step: a
+                # training capture in the next forward fails (stream-capture invalidated) while an
+                # older graph's AccumulateGrad nodes are still alive.
+                del preds, loss
             if step:
                 self._optimizer_step()
                 self.last_opt_step = ni

@@ -51,3 +51,9 @@ def test_short_amp_training_on_shapes_cls(cuda_graph: bool, tmp_path) -> None:
                       cuda_graph=cuda_graph, project=str(tmp_path / "runs"), verbose=False, tensorboard=False,
                       plots=False)
     assert 0.0 <= out["top1"] <= 1.0 and out["best"]
+    if cuda_graph:  # the graph arm must really have replayed, not fallen back to eager
+        info = out["cuda_graph"]
+        if type(model).SUPPORTS_TRAIN_CUDA_GRAPH:
+            assert info["failed"] is None and info["graphs"] and info["graphs"][0]["replays"] > 0, info
+        else:
+            assert info["enabled"] is False and info["reason"], info

@@ -164,3 +164,19 @@ def test_real_capture_failure_leaves_random_ops_usable() -> None:
     g2 = TrainGraphs(ok, requested=True, amp_dtype=None, reason=None, repeats=1)
     g2.forward(x).float().mean().backward()
     assert g2.failed is None and g2.live
+
+
+def test_trainer_really_replays_its_training_graph(tmp_path: Path) -> None:
+    """cuda_graph=True through the trainer: the capture succeeds mid-epoch (with the previous step's
+    autograd graph released) and later steps replay it; the result says so."""
+    from libreyolo import LibreYOLO
+    from libreyolo.data.shapes import ensure_shapes_dataset
+
+    data = ensure_shapes_dataset(tmp_path / "ds", n_train=48, n_val=8, imgsz=160, seed=3)
+    model = LibreYOLO("LibreYOLO9t.pt")
+    out = model.train(data=str(data), epochs=2, batch=8, imgsz=160, workers=2, device="0", amp=True,
+                      cuda_graph=True, project=str(tmp_path / "runs"), plots=False, tensorboard=False,
+                      close_mosaic=0, val=False)
+    info = out["cuda_graph"]
+    assert info["failed"] is None, info["failed"]
+    assert info["graphs"] and info["graphs"][0]["replays"] >= 6, info  # 12 steps: 3 eager, capture, replays

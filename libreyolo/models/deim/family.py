@@ -8,8 +8,6 @@ from torch import nn
 
 from .._base.detr import EncoderDecoderFamily
 
-NO_PARITY_REASON = "no bitwise parity run recorded yet"
-
 
 class DEIM(EncoderDecoderFamily):
     """DEIM (arXiv:2412.04234) on D-FINE: the D-FINE network trained with dense one-to-one
@@ -22,10 +20,8 @@ class DEIM(EncoderDecoderFamily):
     SIZES: ClassVar[tuple[str, ...]] = ("n", "s")
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("mal", "l1", "giou", "fgl", "ddf")
 
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = NO_PARITY_REASON
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = NO_PARITY_REASON
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (seam: trunk captured)
 
     # Reference recipe (DEIM-D-FINE-S: AdamW lr 2.5e-4, weight decay 1.25e-4), fp32, and dense
     # O2O through mosaic (DEIM's mosaic probability 0.5 in the early epochs, plus mixup 0.5,

@@ -8,8 +8,6 @@ from torch import nn
 
 from .._base.detr import EncoderDecoderFamily
 
-NO_PARITY_REASON = "no bitwise parity run recorded yet"
-
 
 class DFINE(EncoderDecoderFamily):
     """D-FINE (arXiv:2410.13842): HGNetv2, GELAN hybrid encoder, FDR decoder with GO-LSD, no NMS.
@@ -23,10 +21,8 @@ class DFINE(EncoderDecoderFamily):
     SIZES: ClassVar[tuple[str, ...]] = ("n", "s")
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("vfl", "l1", "giou", "fgl", "ddf")
 
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = NO_PARITY_REASON
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = NO_PARITY_REASON
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (seam: trunk captured)
 
     # Reference recipe (dfine_hgnetv2_s_coco.yml: AdamW lr 2.5e-4, weight decay 1.25e-4; the
     # n config uses lr 8e-4, weight decay 1e-4), fp32 training.

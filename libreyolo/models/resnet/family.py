@@ -13,6 +13,8 @@ class ResNet(ClassifyFamily):
     FAMILY: ClassVar[str] = "resnet"
     NAME_TOKEN: ClassVar[str] = "ResNet"  # LibreResNet<size>-cls.pt
     SIZES: ClassVar[tuple[str, ...]] = ("18", "50")
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:

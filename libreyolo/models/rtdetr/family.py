@@ -17,11 +17,7 @@ class RTDETR(EncoderDecoderFamily):
     SIZES: ClassVar[tuple[str, ...]] = ("r18", "r34", "r50")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = (
-        "seam-split training capture (backbone+encoder) failed its GPU step-zero gradient check "
-        "(encoder input-projection BatchNorm gradients differed); trains eager until fixed"
-    )
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (seam: trunk captured)
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
