@@ -10,7 +10,7 @@ lane0() {
   export CUDA_VISIBLE_DEVICES=0
   run gpu_tests_trainer 100 python3 -m pytest -q -p no:cacheprovider -rfE \
       "tests/gpu/test_graphs_train.py::test_trainer_really_replays_its_training_graph" \
-      tests/gpu/test_classify_gpu.py -k "trainer or training" tests/unit/models/test_yolo9_loss_speed_cuda.py \
+      tests/gpu/test_classify_gpu.py tests/unit/models/test_yolo9_loss_speed_cuda.py -k "trainer or training or host_sync or finalized" \
       "tests/gpu/test_quant_gpu.py::test_finalized_model_uses_fp8_gemm"
   run profile_train_loop 60 python3 benchmarks/profile_train_loop.py --out "$R/results/profile" --commit "$COMMIT"
   run bench_train 80 python3 benchmarks/bench_train.py --out "$R/results/train" --commit "$COMMIT" --n-train 400 --epochs 3
