@@ -41,7 +41,10 @@ def bbox_ciou(a: Tensor, b: Tensor, eps: float = 1e-7) -> Tensor:
     wa, ha = (a2 - a1).unbind(-1)
     wb, hb = (b2 - b1).unbind(-1)
     ha, hb = ha + eps, hb + eps
-    inter = (torch.minimum(a2, b2) - torch.maximum(a1, b1)).clamp(min=0).prod(-1)
+    # width * height as a plain product: ``prod(-1)``'s backward synchronises with the host
+    # (it checks for zeros); the forward value is the same.
+    iw, ih = (torch.minimum(a2, b2) - torch.maximum(a1, b1)).clamp(min=0).unbind(-1)
+    inter = iw * ih
     union = wa * ha + wb * hb - inter + eps
     iou = inter / union
     enclose = torch.maximum(a2, b2) - torch.minimum(a1, b1)

@@ -3,10 +3,11 @@
 Eager by design (SPEC G-2/T-2): the assigner sorts and gathers, so it is never inside a CUDA
 graph. It is written not to synchronise with the host: no boolean-mask indexing, ``nonzero``,
 ``.item()`` or data-dependent branches; the box and DFL terms are masked sums over every anchor
-(weight 0 on background) rather than sums over gathered foreground anchors. The one host
-synchronisation left is sizing the padded ground-truth tensor (largest box count of an image)
-when the labels are already on the GPU; labels on the CPU (the data loader's output) are padded
-there and copied asynchronously, with no synchronisation at all.
+(weight 0 on background) rather than sums over gathered foreground anchors. Labels on the CPU
+(the data loader's output) are padded there and copied asynchronously: no synchronisation at all
+(checked on a GPU by ``tests/unit/models/test_yolo9_loss_speed_cuda.py``). Labels already on the
+GPU cost two: sizing the padded ground-truth tensor (largest box count of an image) and one more
+that is not located yet.
 
 Hyper-parameters follow the YOLOv9 reference training recipe (``hyp.scratch-high.yaml`` and its
 ``ComputeLoss``): assigner ``topk=10, alpha=0.5, beta=6.0``; loss gains ``box=7.5, cls=0.5,
@@ -19,7 +20,6 @@ takes the arg-max over every ground truth of the image, padding included).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...ops.anchors import bbox2dist, dist2bbox, flatten_levels, make_anchors
-from ...ops.boxes import xywh_to_xyxy
+from ...ops.boxes import bbox_ciou, xywh_to_xyxy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,31 +48,6 @@ class Assignment:
     fg_mask: Tensor
     gt_idx: Tensor
     weight: Tensor
-
-
-def _ciou(a: Tensor, b: Tensor, eps: float = 1e-7) -> Tensor:
-    """Element-wise CIoU of xyxy boxes a, b (Tensor[..., 4], broadcastable) -> (Tensor[...]).
-
-    The same floating-point operations, in the same order, as
-    :func:`libreyolo.ops.boxes.bbox_ciou` (so the same values), except that the two-element
-    products are multiplications: the backward of ``prod`` synchronises with the host.
-    """
-    a1, a2 = a[..., :2], a[..., 2:]
-    b1, b2 = b[..., :2], b[..., 2:]
-    wa, ha = (a2 - a1).unbind(-1)
-    wb, hb = (b2 - b1).unbind(-1)
-    ha, hb = ha + eps, hb + eps
-    iw, ih = (torch.minimum(a2, b2) - torch.maximum(a1, b1)).clamp(min=0).unbind(-1)
-    inter = iw * ih
-    union = wa * ha + wb * hb - inter + eps
-    iou = inter / union
-    enclose = torch.maximum(a2, b2) - torch.minimum(a1, b1)
-    c2 = enclose.pow(2).sum(-1) + eps  # squared diagonal of the enclosing box
-    rho2 = ((b1 + b2 - a1 - a2) ** 2).sum(-1) / 4  # squared centre distance
-    v = (4 / math.pi**2) * (torch.atan(wb / hb) - torch.atan(wa / ha)).pow(2)
-    with torch.no_grad():
-        alpha = v / (v - iou + (1 + eps))
-    return iou - (rho2 / c2 + v * alpha)
 
 
 class TaskAlignedAssigner:
@@ -108,7 +83,7 @@ class TaskAlignedAssigner:
         gt_labels = gt_labels.long().clamp(0, c - 1)
         # score of each anchor for each GT's class: (B, M, A)
         scores = pd_scores.transpose(1, 2).gather(1, gt_labels[..., None].expand(b, m, a))
-        overlaps = _ciou(gt_bboxes[:, :, None, :], pd_bboxes[:, None, :, :]).clamp_(min=0)  # (B, M, A)
+        overlaps = bbox_ciou(gt_bboxes[:, :, None, :], pd_bboxes[:, None, :, :]).clamp_(min=0)  # (B, M, A)
         align = scores.pow(self.alpha) * overlaps.pow(self.beta)  # (B, M, A)
 
         # candidate test: anchor centre strictly inside the GT box, i.e. min(l, t, r, b) > eps
@@ -180,7 +155,8 @@ def build_targets(batch: dict[str, Tensor], *, batch_size: int, img_hw: tuple[in
 
     The padding is computed where ``batch_idx`` lives. On the CPU (the data loader's output) it
     costs no GPU work and no host synchronisation: the three results are copied asynchronously.
-    On the GPU, reading M is the one host synchronisation.
+    On the GPU, reading M synchronises with the host (a GPU run counted two synchronisations per
+    loss call in that case; the second is not located yet).
     """
     idx = batch["batch_idx"].reshape(-1).long()
     src = idx.device
@@ -285,7 +261,7 @@ class YOLO9Loss(nn.Module):
         loss_cls = F.binary_cross_entropy_with_logits(pred_scores, t.scores, reduction="none").sum() / tss
         if gt_bboxes.shape[1]:
             target_bboxes = t.bboxes / stride_t  # grid units
-            iou = _ciou(pred_bboxes, target_bboxes)  # (B, A)
+            iou = bbox_ciou(pred_bboxes, target_bboxes)  # (B, A)
             loss_box = ((1.0 - iou) * t.weight).sum() / tss
             dist = reg.transpose(1, 2).reshape(bsz, -1, 4, r)  # (B, A, 4, R)
             ltrb = bbox2dist(anchor_points, target_bboxes, r)  # (B, A, 4)

@@ -22,7 +22,6 @@ def test_every_size_is_listed_and_registered():
         cls = fams[f]
         assert cls.TASKS == ("classify",) and cls.OUTPUT_KIND == "probs" and cls.DEFAULT_IMGSZ == 224
         assert cls.LOSS_NAMES == ("cls",)
-        assert cls.SUPPORTS_CUDA_GRAPH is False and cls.SUPPORTS_TRAIN_CUDA_GRAPH is False
 
 
 @pytest.mark.parametrize("fam,size", sorted(PUBLISHED))

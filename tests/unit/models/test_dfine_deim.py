@@ -212,11 +212,10 @@ def test_predict_sample_image_untrained() -> None:
         assert filtered[0].boxes.cls.tolist() == [7.0] * 5
 
 
-def test_weights_names_and_flags() -> None:
+def test_weights_names_and_train_defaults() -> None:
     assert (parse_weights_name("LibreDFINEs.pt").family, parse_weights_name("LibreDFINEs.pt").size) == ("dfine", "s")
     assert (parse_weights_name("LibreDEIMn.pt").family, parse_weights_name("LibreDEIMn.pt").size) == ("deim", "n")
     for fam in (DFINE, DEIM):
-        assert not fam.SUPPORTS_CUDA_GRAPH and not fam.SUPPORTS_TRAIN_CUDA_GRAPH
         assert fam.TRAIN_DEFAULTS["amp"] is False
 
 
