@@ -5,7 +5,9 @@ supplies hooks: ``build_net`` (also used to rebuild the head for a new class cou
 ``build_criterion``, ``postprocess`` (validation) and, optionally, ``on_close_mosaic(criterion)``
 (called once when mosaic is switched off for the last ``close_mosaic`` epochs). EMA (:mod:`.ema`), the LR schedule
 (:mod:`.scheduler`), parameter groups (:mod:`.optim`), loggers (:mod:`.loggers`) and graph
-capture are separate modules the loop calls. Nothing happens in ``__init__``; ``fit()`` does it.
+capture are separate modules the loop calls; datasets and loaders (:mod:`.data_setup`) and
+checkpoints / resume (:mod:`.checkpoints`) are mixins of :class:`Trainer`. Nothing happens in
+``__init__``; ``fit()`` does it.
 
 The forward/backward seam (where CUDA-graph training capture plugs in)::
 
@@ -53,7 +55,9 @@ import yaml
 from torch import Tensor
 
 from ..errors import ConfigError, GraphCaptureError
+from .checkpoints import CheckpointMixin
 from .config import RESUME_OVERRIDABLE, TrainConfig, resolve_resume  # noqa: F401 (re-exported)
+from .data_setup import DataSetupMixin
 from .distributed import (
     DistContext,
     all_true,
@@ -115,7 +119,7 @@ def with_family_defaults(model: Family, overrides: dict[str, Any]) -> dict[str, 
     return {**applied, **overrides}
 
 
-class Trainer:
+class Trainer(DataSetupMixin, CheckpointMixin):
     """Train ``model`` (a Family) in place; afterwards ``model.net`` holds the best EMA weights.
 
     Example:
@@ -244,46 +248,6 @@ class Trainer:
                     self.start_epoch + 1, cfg.batch, ddp, self.accumulate, cfg.nbs, cfg.imgsz, self.device,
                     self.amp_dtype, self.save_dir)
 
-    @property
-    def classify(self) -> bool:
-        """The model outputs class probabilities (capability ``OUTPUT_KIND == "probs"``)."""
-        return getattr(self.model, "OUTPUT_KIND", "boxes") == "probs"
-
-    def _task_defaults(self, cfg: TrainConfig) -> TrainConfig:
-        """Classification: ``imgsz`` defaults to the family's (224) and ``project`` to runs/classify."""
-        if not self.classify:
-            return cfg
-        changes: dict[str, Any] = {}
-        if "imgsz" not in self.explicit:
-            changes["imgsz"] = int(self.model.DEFAULT_IMGSZ)
-        if "project" not in self.explicit:
-            changes["project"] = "runs/classify"
-        return dataclasses.replace(cfg, **changes) if changes else cfg
-
-    def _load_data(self, data: str, load_detection: Callable[[str], Any]) -> Any:
-        if self.classify:
-            from ..data.classify import load_classify_data
-
-            return load_classify_data(data)
-        return load_detection(data)
-
-    def _resume_checkpoint(self) -> dict[str, Any]:
-        """Every rank reads the checkpoint (rank 0 alone writes them)."""
-        self.resume_path, ckpt, self.cfg = resolve_resume(self.cfg, self.explicit)
-        logger.info("resuming %s from epoch %d", self.resume_path, int(ckpt["train_state"]["epoch"]) + 2)
-        return ckpt
-
-    def _load_train_state(self, st: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(st["optimizer"])
-        if self.ema is not None and st.get("ema") is not None:
-            self.ema.load_state_dict(st["ema"])
-        if st.get("scaler"):
-            self.scaler.load_state_dict(st["scaler"])
-        self.start_epoch = int(st["epoch"]) + 1
-        self.best_fitness = float(st.get("best_fitness", -math.inf))
-        self.best_metrics = dict(st.get("best_metrics") or {})
-        self.last_opt_step = int(st.get("last_opt_step", -1))
-
     def _seed(self) -> None:
         s = self.cfg.seed
         random.seed(s)
@@ -297,91 +261,6 @@ class Trainer:
             torch.use_deterministic_algorithms(True, warn_only=True)
             torch.backends.cudnn.deterministic = True
             torch.backends.cudnn.benchmark = False
-
-    def _match_classes(self) -> None:
-        """Rebuild the head when the dataset's class count differs (matching weights are kept)."""
-        m, d = self.model, self.data
-        if d.nc != m.nc:
-            logger.warning("the model has %d classes but %s has %d: rebuilding %s-%s with %d classes and keeping "
-                           "every weight of matching shape", m.nc, self.cfg.data, d.nc, m.FAMILY, m.size, d.nc)
-            new = type(m).build_net(size=m.size, nc=d.nc, task=m.task)
-            own = new.state_dict()
-            keep = {k: v for k, v in m.net.state_dict().items() if k in own and own[k].shape == v.shape}
-            new.load_state_dict(keep, strict=False)
-            m.invalidate_graphs("head rebuilt for a new class count")
-            m.net, m.nc = new, d.nc
-        m.names = dict(d.names)
-
-    def _build_loaders(self) -> None:
-        from ..data.augment import AugmentConfig
-        from ..data.dataset import DetectionDataset
-        from ..data.loader import build_dataloader
-
-        cfg, d = self.cfg, self.data
-        if self.classify:
-            self._build_classify_loaders()
-            return
-        hyp = AugmentConfig(**cfg.augment_kwargs())
-        pin = self.device.type == "cuda"
-        if not self.is_main:  # rank 0 scans the labels and writes the cache first; the others read it
-            barrier(self.dist)
-        self.train_ds = DetectionDataset(d.train, imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc, prefix="train: ")
-        if self.dist is not None and self.is_main:
-            barrier(self.dist)
-        self.batch, self.train_sampler = cfg.batch, None
-        if self.dist is not None:
-            # ``batch`` is the total over all ranks. Augmentation is a function of (seed, epoch, image
-            # index) and each rank draws other indices, so every rank keeps the same dataset seed.
-            from torch.utils.data import DistributedSampler
-
-            ws = self.dist.world_size
-            if cfg.batch < ws:
-                raise ConfigError(f"batch={cfg.batch} is the total batch over {ws} DDP processes and must be "
-                                  f">= {ws}; use batch={ws * max(cfg.batch, 1)} or more")
-            self.batch = cfg.batch // ws
-            if cfg.batch % ws:
-                logger.warning("batch=%d is not a multiple of the %d DDP processes: using %d per process (%d total)",
-                               cfg.batch, ws, self.batch, self.batch * ws)
-            self.train_sampler = DistributedSampler(self.train_ds, num_replicas=ws, rank=self.dist.rank,
-                                                    shuffle=True, seed=cfg.seed, drop_last=False)
-        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=cfg.workers, shuffle=True,
-                                             seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler)
-        self.val_loader = None
-        if cfg.val and self.is_main:  # rank 0 validates on the whole val set
-            self.val_ds = DetectionDataset(d.val, imgsz=cfg.imgsz, augment=False, nc=d.nc, prefix="val: ")
-            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=cfg.workers, shuffle=False,
-                                               seed=cfg.seed, pin_memory=pin)
-
-    def _build_classify_loaders(self) -> None:
-        """ImageFolder loaders (:mod:`libreyolo.data.classify`); the last partial training batch is
-        dropped (BatchNorm after global pooling cannot train on one image)."""
-        from ..data.classify import ClassifyDataset, collate_classify
-        from ..data.loader import build_dataloader
-
-        cfg, d = self.cfg, self.data
-        pin = self.device.type == "cuda"
-        self.train_ds = ClassifyDataset(d.train, imgsz=cfg.imgsz, augment=True, fliplr=cfg.fliplr, hsv_h=cfg.hsv_h,
-                                        hsv_s=cfg.hsv_s, hsv_v=cfg.hsv_v, prefix="train: ")
-        self.batch, self.train_sampler = cfg.batch, None
-        if self.dist is not None:
-            from torch.utils.data import DistributedSampler
-
-            ws = self.dist.world_size
-            if cfg.batch < ws:
-                raise ConfigError(f"batch={cfg.batch} is the total batch over {ws} DDP processes and must be "
-                                  f">= {ws}; use batch={ws * max(cfg.batch, 1)} or more")
-            self.batch = cfg.batch // ws
-            self.train_sampler = DistributedSampler(self.train_ds, num_replicas=ws, rank=self.dist.rank,
-                                                    shuffle=True, seed=cfg.seed, drop_last=False)
-        drop = len(self.train_ds) > self.batch
-        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=cfg.workers, shuffle=True,
-                                             seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler,
-                                             drop_last=drop, collate_fn=collate_classify)
-        self.val_loader = None
-        if cfg.val and self.is_main:
-            self.val_ds = ClassifyDataset(d.val, imgsz=cfg.imgsz, augment=False, prefix="val: ")
-            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=cfg.workers, shuffle=False,
-                                               seed=cfg.seed, pin_memory=pin, collate_fn=collate_classify)
 
     def _setup_graph_capture(self) -> None:
         if not self.cfg.cuda_graph:
@@ -619,29 +498,6 @@ class Trainer:
                               progress=self.cfg.verbose)
 
     # ------------------------------------------------------------------ checkpoints
-    def _weights(self) -> dict[str, Tensor]:
-        return (self.ema.module if self.ema is not None else self.net).state_dict()
-
-    def _save(self, epoch: int, metrics: dict[str, float], *, best: bool) -> None:
-        from ..io.checkpoint import save_model
-
-        common = {"train_args": self.cfg.to_dict(), "epoch": epoch, "metrics": dict(metrics)}
-        state = {
-            "epoch": epoch,
-            "best_fitness": self.best_fitness,
-            "best_metrics": dict(self.best_metrics),
-            "net": {k: v.detach().cpu().clone() for k, v in self.net.state_dict().items()},
-            "optimizer": self.optimizer.state_dict(),
-            "ema": self.ema.state_dict() if self.ema is not None else None,
-            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
-            "last_opt_step": self.last_opt_step,
-            "schedule": {"epochs": self.cfg.epochs, "lrf": self.cfg.lrf, "cos": self.cfg.cos_lr},
-        }
-        weights = self._weights()
-        save_model(self.model, self.wdir / "last.pt", state_dict=weights, extra={**common, "train_state": state})
-        if best:
-            save_model(self.model, self.wdir / "best.pt", state_dict=weights, extra=common)
-
     # ------------------------------------------------------------------ end
     def teardown(self) -> None:
         """Release loaders, loggers and the process group (also after an exception or KeyboardInterrupt)."""

@@ -1,0 +1,144 @@
+"""Data set-up of the trainer: task defaults, datasets, class-count matching, loaders.
+
+A mixin of :class:`libreyolo.training.trainer.Trainer` (it reads the trainer's ``model``, ``cfg``,
+``explicit``, ``data``, ``device``, ``dist`` and ``is_main``). Detection reads YOLO datasets
+(:mod:`libreyolo.data.dataset`); classification (``OUTPUT_KIND == "probs"``) reads ImageFolder
+datasets (:mod:`libreyolo.data.classify`). Under DDP the total ``batch`` is split over the
+processes and a :class:`~torch.utils.data.DistributedSampler` gives each a disjoint slice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+from .config import TrainConfig
+from .distributed import DistContext, barrier
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..models._base.family import Family
+
+logger = logging.getLogger(__name__)
+
+
+class DataSetupMixin:
+    """Dataset and loader construction for the trainer (see the module docstring)."""
+
+    model: Family
+    cfg: TrainConfig
+    explicit: set[str]
+    data: Any
+    device: torch.device
+    dist: DistContext | None
+    is_main: bool
+
+    @property
+    def classify(self) -> bool:
+        """The model outputs class probabilities (capability ``OUTPUT_KIND == "probs"``)."""
+        return getattr(self.model, "OUTPUT_KIND", "boxes") == "probs"
+
+    def _task_defaults(self, cfg: TrainConfig) -> TrainConfig:
+        """Classification: ``imgsz`` defaults to the family's (224) and ``project`` to runs/classify."""
+        if not self.classify:
+            return cfg
+        changes: dict[str, Any] = {}
+        if "imgsz" not in self.explicit:
+            changes["imgsz"] = int(self.model.DEFAULT_IMGSZ)
+        if "project" not in self.explicit:
+            changes["project"] = "runs/classify"
+        return dataclasses.replace(cfg, **changes) if changes else cfg
+
+    def _load_data(self, data: str, load_detection: Callable[[str], Any]) -> Any:
+        if self.classify:
+            from ..data.classify import load_classify_data
+
+            return load_classify_data(data)
+        return load_detection(data)
+
+    def _match_classes(self) -> None:
+        """Rebuild the head when the dataset's class count differs (matching weights are kept)."""
+        m, d = self.model, self.data
+        if d.nc != m.nc:
+            logger.warning("the model has %d classes but %s has %d: rebuilding %s-%s with %d classes and keeping "
+                           "every weight of matching shape", m.nc, self.cfg.data, d.nc, m.FAMILY, m.size, d.nc)
+            new = type(m).build_net(size=m.size, nc=d.nc, task=m.task)
+            own = new.state_dict()
+            keep = {k: v for k, v in m.net.state_dict().items() if k in own and own[k].shape == v.shape}
+            new.load_state_dict(keep, strict=False)
+            m.invalidate_graphs("head rebuilt for a new class count")
+            m.net, m.nc = new, d.nc
+        m.names = dict(d.names)
+
+    def _split_batch(self) -> None:
+        """``self.batch`` (per process) and ``self.train_sampler`` from the total ``cfg.batch``.
+
+        Under DDP ``batch`` is the total over all ranks. Augmentation is a function of (seed, epoch,
+        image index) and each rank draws other indices, so every rank keeps the same dataset seed.
+        """
+        cfg = self.cfg
+        self.batch, self.train_sampler = cfg.batch, None
+        if self.dist is None:
+            return
+        from torch.utils.data import DistributedSampler
+
+        ws = self.dist.world_size
+        if cfg.batch < ws:
+            raise ConfigError(f"batch={cfg.batch} is the total batch over {ws} DDP processes and must be "
+                              f">= {ws}; use batch={ws * max(cfg.batch, 1)} or more")
+        self.batch = cfg.batch // ws
+        if cfg.batch % ws:
+            logger.warning("batch=%d is not a multiple of the %d DDP processes: using %d per process (%d total)",
+                           cfg.batch, ws, self.batch, self.batch * ws)
+        self.train_sampler = DistributedSampler(self.train_ds, num_replicas=ws, rank=self.dist.rank,
+                                                shuffle=True, seed=cfg.seed, drop_last=False)
+
+    def _build_loaders(self) -> None:
+        from ..data.augment import AugmentConfig
+        from ..data.dataset import DetectionDataset
+        from ..data.loader import build_dataloader
+
+        cfg, d = self.cfg, self.data
+        if self.classify:
+            self._build_classify_loaders()
+            return
+        hyp = AugmentConfig(**cfg.augment_kwargs())
+        pin = self.device.type == "cuda"
+        if not self.is_main:  # rank 0 scans the labels and writes the cache first; the others read it
+            barrier(self.dist)
+        self.train_ds = DetectionDataset(d.train, imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc, prefix="train: ")
+        if self.dist is not None and self.is_main:
+            barrier(self.dist)
+        self._split_batch()
+        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=cfg.workers, shuffle=True,
+                                             seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler)
+        self.val_loader = None
+        if cfg.val and self.is_main:  # rank 0 validates on the whole val set
+            self.val_ds = DetectionDataset(d.val, imgsz=cfg.imgsz, augment=False, nc=d.nc, prefix="val: ")
+            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=cfg.workers, shuffle=False,
+                                               seed=cfg.seed, pin_memory=pin)
+
+    def _build_classify_loaders(self) -> None:
+        """ImageFolder loaders (:mod:`libreyolo.data.classify`); the last partial training batch is
+        dropped (BatchNorm after global pooling cannot train on one image)."""
+        from ..data.classify import ClassifyDataset, collate_classify
+        from ..data.loader import build_dataloader
+
+        cfg, d = self.cfg, self.data
+        pin = self.device.type == "cuda"
+        self.train_ds = ClassifyDataset(d.train, imgsz=cfg.imgsz, augment=True, fliplr=cfg.fliplr, hsv_h=cfg.hsv_h,
+                                        hsv_s=cfg.hsv_s, hsv_v=cfg.hsv_v, prefix="train: ")
+        self._split_batch()
+        drop = len(self.train_ds) > self.batch
+        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=cfg.workers, shuffle=True,
+                                             seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler,
+                                             drop_last=drop, collate_fn=collate_classify)
+        self.val_loader = None
+        if cfg.val and self.is_main:
+            self.val_ds = ClassifyDataset(d.val, imgsz=cfg.imgsz, augment=False, prefix="val: ")
+            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=cfg.workers, shuffle=False,
+                                               seed=cfg.seed, pin_memory=pin, collate_fn=collate_classify)
