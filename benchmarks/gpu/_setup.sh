@@ -20,3 +20,7 @@ pack() { tar czf "$OUT/results.tgz" --exclude='*.pt' --exclude='runs' --exclude=
            echo "results.tgz too large: keeping only json/md/log/txt"
            (cd "$R" && find . -type f \( -name '*.json' -o -name '*.md' -o -name '*.log' -o -name '*.txt' \) -size -2M \
               | tar czf "$OUT/results.tgz" -T -); ls -la "$OUT"; fi; }
+# run NAME LIMIT CMD...: CMD with a time limit, output to $R/NAME.log, one line in $R/summary.txt.
+run() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
+  timeout "$limit" "$@" > "$R/$name.log" 2>&1; echo "rc=$? ${name} $((SECONDS-t0))s" >> "$R/summary.txt"; }
+rm -f "$R/summary.txt"

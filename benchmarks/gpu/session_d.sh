@@ -3,9 +3,6 @@
 # classification / D-FINE / DEIM families; lane 1 runs the fine-tune comparison and the training
 # parity rows of the seam and classification families. Each lane pins one GPU.
 source benchmarks/gpu/_setup.sh
-rm -f "$R/summary.txt"
-run() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
-  timeout "$limit" "$@" > "$R/$name.log" 2>&1; echo "rc=$? ${name} $((SECONDS-t0))s" >> "$R/summary.txt"; }
 lane0() {
   export CUDA_VISIBLE_DEVICES=0
   run gpu_tests_quant_alone 90 python3 -m pytest tests/gpu/test_quant_gpu.py -q -p no:cacheprovider -rfE

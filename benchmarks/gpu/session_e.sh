@@ -3,9 +3,6 @@
 # training-step benchmarks, the yolo9 training parity rows (new loss), the quantization benchmark;
 # the trainer throughput benchmark, the fine-tune comparison and the YOLOX / RTMDet step benchmarks.
 source benchmarks/gpu/_setup.sh
-rm -f "$R/summary.txt"
-run() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
-  timeout "$limit" "$@" > "$R/$name.log" 2>&1; echo "rc=$? ${name} $((SECONDS-t0))s" >> "$R/summary.txt"; }
 lane0() {
   export CUDA_VISIBLE_DEVICES=0
   run gpu_tests_fixed 150 python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_quant_gpu.py \

@@ -3,9 +3,6 @@
 # lane per GPU: re-run of the fixed GPU tests, classification benchmark, trainer-loop profile |
 # RT-DETR-r18 and D-FINE-n capture benchmarks (SPEC G-10).
 source benchmarks/gpu/_setup.sh
-rm -f "$R/summary.txt"
-run() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
-  timeout "$limit" "$@" > "$R/$name.log" 2>&1; echo "rc=$? ${name} $((SECONDS-t0))s" >> "$R/summary.txt"; }
 export NCCL_NVLS_ENABLE=0
 run gpu_tests_ddp 150 python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu/test_ddp_gpu.py
 run bench_ddp 200 python3 benchmarks/bench_ddp.py --out "$R/results/ddp" --commit "$COMMIT" --epochs 3 --n-train 640 --no-sync-bn --timeout 90

@@ -3,9 +3,6 @@
 # the trainer really replays its training graph, then re-measure: trainer-loop profile and trainer
 # throughput | the 20-epoch fine-tune eager vs --cuda-graph.
 source benchmarks/gpu/_setup.sh
-rm -f "$R/summary.txt"
-run() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
-  timeout "$limit" "$@" > "$R/$name.log" 2>&1; echo "rc=$? ${name} $((SECONDS-t0))s" >> "$R/summary.txt"; }
 lane0() {
   export CUDA_VISIBLE_DEVICES=0
   run gpu_tests_trainer 100 python3 -m pytest -q -p no:cacheprovider -rfE \

@@ -188,3 +188,33 @@ def test_close_mosaic_calls_family_hook(tiny_shapes, tmp_path):
     t.fit()
     assert len(calls) == 1 and calls[0] is t.criterion
     assert not t.train_ds.mosaic_enabled
+
+
+def test_no_autograd_graph_outlives_its_step(tiny_shapes, tmp_path):
+    """A training capture in step k fails while step k-1's autograd graph is alive (its
+    AccumulateGrad nodes sit on another stream): the loop must release each step's predictions
+    and loss before the next forward. A probe in the capture's place checks that on the CPU."""
+    import weakref
+
+    t = Trainer(YOLO9(size="t", nc=6), TrainConfig.from_overrides(tiny_overrides(tiny_shapes, tmp_path, epochs=1)))
+    t.setup()
+    previous: list[weakref.ref] = []
+    calls = []
+
+    class Probe:
+        def forward(self, imgs):
+            assert all(r() is None for r in previous), "the previous step's predictions are still alive"
+            out = t.forward_fn(imgs)
+            previous[:] = [weakref.ref(p) for p in out]
+            calls.append(imgs.shape[0])
+            return out
+
+        def zero_grad(self, optimizer):
+            optimizer.zero_grad(set_to_none=True)
+
+    t.graph_capture = Probe()
+    try:
+        t._train_epoch(0)
+    finally:
+        t.teardown()
+    assert len(calls) >= 2
