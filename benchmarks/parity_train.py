@@ -167,6 +167,9 @@ def main() -> None:
                     help="further matrix JSONs merged in order (later rows replace earlier ones), then this run's")
     ap.add_argument("--families-none", action="store_true", help="run no rows (with --merge/--combine: merge only)")
     args = ap.parse_args()
+    for given in ([args.merge] if args.merge is not None else []) + list(args.combine):
+        if not given.is_file():
+            ap.error(f"{given} does not exist: its rows would be dropped from the matrix")
     from libreyolo.registry import families
 
     rows = []
@@ -186,14 +189,16 @@ def main() -> None:
                 except NotImplementedError:
                     break
                 except Exception as e:  # noqa: BLE001 - record the failure as a row
-                    row = {"family": fam.FAMILY, "size": size, "dtype": str(amp), "pass": False, "error": repr(e)[:300]}
+                    row = {"family": fam.FAMILY, "task": fam.TASKS[0], "size": size,
+                           "dtype": str(amp or torch.float32).replace("torch.", ""), "pass": False,
+                           "error": repr(e)[:300]}
                 rows.append(row)
                 print({k: row.get(k) for k in ("family", "size", "dtype", "pass", "numerics_class", "loss_bit_identical", "max_ulp", "error")}, flush=True)
     env = stamp(args.commit)
     for r in rows:
         r.setdefault("commit", env["commit"])
         r.setdefault("date", env["date"])
-    docs = [json.loads(p.read_text()) for p in ([args.merge] if args.merge is not None and args.merge.is_file() else [])]
+    docs = [json.loads(p.read_text()) for p in ([args.merge] if args.merge is not None else [])]
     docs += [json.loads(p.read_text()) for p in args.combine]
     if rows or not docs:
         docs.append({"environment": env, "rows": rows})

@@ -476,12 +476,13 @@ class PredictGraphs:
         stages = model.forward_stages()
         if not any(s.capturable for s in stages):
             raise GraphCaptureError(f"{model.FAMILY} declares no capturable stage; predict with cuda_graph=False")
+        caller_stream = torch.cuda.current_stream(x.device) if x.is_cuda else None
         try:
             entry, out = _capture_entry(stages, x, key, amp_dtype=amp_dtype, pool=self._pools[dev],
                                         stream=self._streams[dev], warmup=self.warmup)
         except RuntimeError as e:
             self._pools.pop(dev, None)  # a failed capture may leave the pool half-used
-            recover_after_failed_capture(x.device)
+            recover_after_failed_capture(x.device, stream=caller_stream)
             raise GraphCaptureError(
                 f"capturing {model.FAMILY}-{model.size} for input {list(key.shape)} {key.dtype} failed: "
                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Its forward does something "

@@ -208,6 +208,7 @@ class TrainGraphs:
     def _capture(self, key: tuple, x: Tensor) -> _TrainGraph | None:
         wrapper = _AutocastForward(self.net, self.amp_dtype)
         snap = snapshot_buffers(self.net)
+        caller_stream = torch.cuda.current_stream(x.device) if x.is_cuda else None
         t0 = time.perf_counter()
         try:
             self._ensure_grads()
@@ -218,7 +219,7 @@ class TrainGraphs:
                 torch.cuda.make_graphed_callables(wrapper, (x.detach().clone(),), **kwargs)
             torch.cuda.synchronize(x.device)
         except Exception as e:  # noqa: BLE001 - T-4: the run goes on eager
-            recover_after_failed_capture(x.device)
+            recover_after_failed_capture(x.device, stream=caller_stream)
             restore_buffers(self.net, snap)
             self._fail(f"capture failed: {e!r}")
             return None

@@ -26,6 +26,14 @@ first), and ``zero_grad(optimizer)`` (in-place zeroing while a graph is live, SP
 :class:`~libreyolo.errors.GraphCaptureError` escaping a hook turns capture off for the rest of the
 run with one warning (SPEC T-4); the optimiser step, clipping, EMA and schedule stay eager.
 
+Non-finite losses. Without a gradient scaler (fp32, CPU) the batch is checked on the host and
+skipped (every DDP rank skips, or none). With AMP's scaler there is no per-batch host check: a
+non-finite loss is made to give non-finite gradients, so the scaler skips that optimizer step on
+every rank and lowers its scale; under gradient accumulation this drops the whole accumulation
+window the batch belongs to. Either way the epoch's mean losses cover the finite batches only,
+and a warning names how many were skipped. Loss items are read back to the host every
+``REFRESH_EVERY`` batches, not every batch.
+
 Classification models (``OUTPUT_KIND == "probs"``) read ImageFolder datasets
 (:mod:`libreyolo.data.classify`), default to the family's ``imgsz`` and ``runs/classify``, and pick
 best.pt by top-1 accuracy.
@@ -434,6 +442,9 @@ class Trainer(DataSetupMixin, CheckpointMixin):
                     host_skipped += 1
                     del preds, loss  # see below: no autograd graph may outlive its step
                     continue
+                if not check_on_host:  # a non-finite loss must make the scaler skip, even where
+                    # its gradients came out finite (e.g. an infinite term with a zero gradient)
+                    loss = loss * torch.where(torch.isfinite(loss), 1.0, float("nan"))
                 if ddp is not None:  # DDP averages gradients; the single-process loss scale is the sum
                     loss = loss * ddp.world_size
                 self.scaler.scale(loss).backward()
@@ -451,17 +462,19 @@ class Trainer(DataSetupMixin, CheckpointMixin):
                 sums = items if sums is None else sums + items
                 n_finite = ok.float() if n_finite is None else n_finite + ok.float()
             if i % REFRESH_EVERY == 0 or i == nb - 1:
-                mloss = self._report_items(bar, epoch, sums, n_finite, seen=i + 1 - host_skipped,
-                                           skipped_before=skipped_seen, names=names, imgs=imgs, batch=batch)
-                skipped_seen = (i + 1 - host_skipped) - int(n_finite)
+                mloss, skipped_seen = self._report_items(bar, epoch, sums, n_finite, seen=i + 1 - host_skipped,
+                                                         skipped_before=skipped_seen, names=names, imgs=imgs,
+                                                         batch=batch)
         bar.close()
         if sums is not None and n_finite is not None:  # the final value (a skipped last batch left it stale)
             mloss = (sums / n_finite.clamp(min=1.0)).cpu()
         return mloss if mloss is not None else torch.zeros(len(names))
 
     def _report_items(self, bar: Any, epoch: int, sums: Tensor, n_finite: Tensor, *, seen: int,
-                      skipped_before: int, names: list[str], imgs: Tensor, batch: dict[str, Any]) -> Tensor:
-        """Mean loss items so far (one host read), a warning for new scaler-skipped batches, the bar."""
+                      skipped_before: int, names: tuple[str, ...], imgs: Tensor,
+                      batch: dict[str, Any]) -> tuple[Tensor, int]:
+        """(mean loss items so far, batches the scaler skipped so far), with one host read; warns
+        about newly skipped batches and refreshes the progress bar."""
         cfg = self.cfg
         n = float(n_finite)
         mloss = (sums / max(n, 1.0)).cpu()
@@ -474,7 +487,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             desc = " ".join(f"{k}={v:.3f}" for k, v in zip(names, mloss.tolist(), strict=False))
             bar.set_description(f"{epoch + 1}/{cfg.epochs} mem={mem} {desc} inst={int(batch['cls'].numel())} "
                                 f"size={imgs.shape[-1]}")
-        return mloss
+        return mloss, skipped
 
     def _optimizer_step(self) -> None:
         self.scaler.unscale_(self.optimizer)

@@ -149,15 +149,31 @@ def test_real_capture_failure_leaves_random_ops_usable() -> None:
     they would have without the failed capture (generator state recovered, stream position kept)."""
     net = _SyncsInForward().cuda().train()
     x = torch.rand(2, 3, 16, 16, device="cuda")
+    # a graph with a random op, captured before the failure, must keep replaying after it
+    noise = torch.empty(32, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        noise.uniform_()
+    torch.cuda.current_stream().wait_stream(side)
+    earlier = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(earlier, capture_error_mode="thread_local"):
+        noise.uniform_()
     torch.cuda.manual_seed(7)
     want = torch.rand(64, device="cuda")
     torch.cuda.manual_seed(7)
+    stream_before = torch.cuda.current_stream()
     g = TrainGraphs(net, requested=True, amp_dtype=None, reason=None, repeats=1)
     out = g.forward(x)  # capture fails, the step runs eager
     assert g.failed is not None and "capture failed" in g.failed
+    assert torch.cuda.current_stream() == stream_before  # not left on the capture stream
     out.float().mean().backward()
     got = torch.rand(64, device="cuda")  # raised "Offset increment outside graph capture" before
     assert torch.equal(got, want)
+    first = noise.clone()
+    earlier.replay()
+    torch.cuda.synchronize()
+    assert not torch.equal(first, noise)  # replayed, and drew new numbers
     assert torch.isfinite(net.drop(torch.ones(8, device="cuda"))).all()
     # and a later, healthy capture in the same process still works
     ok = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)).cuda().train()

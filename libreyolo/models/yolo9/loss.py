@@ -220,9 +220,12 @@ class YOLO9Loss(nn.Module):
         key = (tuple(shapes), str(device))
         hit = self._anchor_cache.get(key)
         if hit is None:
-            points, stride_t = make_anchors(shapes, self.strides, device=device)
-            proj = torch.arange(self.reg_max, device=device, dtype=torch.float32).view(1, 1, -1, 1)
-            hit = (points, stride_t, points * stride_t, proj)
+            # normal tensors even when the first call runs under inference_mode (a validation
+            # loss): cached inference tensors could not be saved for a later training backward
+            with torch.inference_mode(False):
+                points, stride_t = make_anchors(shapes, self.strides, device=device)
+                proj = torch.arange(self.reg_max, device=device, dtype=torch.float32).view(1, 1, -1, 1)
+                hit = (points, stride_t, points * stride_t, proj)
             if len(self._anchor_cache) >= 8:  # multi-scale training: a handful of sizes
                 self._anchor_cache.clear()
             self._anchor_cache[key] = hit
@@ -233,7 +236,8 @@ class YOLO9Loss(nn.Module):
         key = (self.hyp["box"], self.hyp["cls"], self.hyp["dfl"], str(device))
         g = self._gain_cache.get(key)
         if g is None:
-            g = _to_device(torch.tensor(key[:3], dtype=torch.float32), device)
+            with torch.inference_mode(False):  # see _anchors
+                g = _to_device(torch.tensor(key[:3], dtype=torch.float32), device)
             self._gain_cache = {key: g}
         return g
 

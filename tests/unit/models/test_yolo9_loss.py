@@ -143,3 +143,24 @@ def test_loss_gains_and_perfect_box_prediction():
     shifted[0] = torch.roll(shifted[0], shifts=1, dims=3)
     _, worse = crit(shifted, batch)
     assert worse[0] > raw[0] + 0.05
+
+
+def test_training_after_an_inference_mode_call_reuses_caches_safely():
+    """The anchor and gain caches filled under inference_mode (e.g. a validation loss) must not
+    hand inference tensors to a later training step."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_yolo9_loss_speed import NET, make_batch, make_preds
+
+    from libreyolo.models.yolo9.loss import YOLO9Loss
+
+    crit = YOLO9Loss(NET)
+    batch = make_batch(counts=[2, 3], nc=NET.nc, seed=2)
+    with torch.inference_mode():
+        crit(make_preds(batch=2, imgsz=96, nc=NET.nc, reg_max=NET.reg_max, seed=0, requires_grad=False), batch)
+    preds = make_preds(batch=2, imgsz=96, nc=NET.nc, reg_max=NET.reg_max, seed=0, requires_grad=True)
+    loss, _ = crit(preds, batch)
+    loss.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in preds)

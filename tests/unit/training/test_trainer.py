@@ -203,7 +203,7 @@ def test_no_autograd_graph_outlives_its_step(tiny_shapes, tmp_path):
 
     class Probe:
         def forward(self, imgs):
-            assert all(r() is None for r in previous), "the previous step's predictions are still alive"
+            assert all(r() is None for r in previous), "the previous step's predictions or loss are still alive"
             out = t.forward_fn(imgs)
             previous[:] = [weakref.ref(p) for p in out]
             calls.append(imgs.shape[0])
@@ -212,9 +212,57 @@ def test_no_autograd_graph_outlives_its_step(tiny_shapes, tmp_path):
         def zero_grad(self, optimizer):
             optimizer.zero_grad(set_to_none=True)
 
+    criterion = t.criterion
+
+    def tracked(preds, batch):
+        loss, items = criterion(preds, batch)
+        previous.append(weakref.ref(loss))
+        return loss, items
+
     t.graph_capture = Probe()
+    t.criterion = tracked
     try:
         t._train_epoch(0)
     finally:
         t.teardown()
     assert len(calls) >= 2
+
+
+@pytest.mark.parametrize("scaler", [False, True], ids=["host-check", "grad-scaler"])
+def test_non_finite_batches_are_skipped_and_left_out_of_the_means(tiny_shapes, tmp_path, monkeypatch, caplog,
+                                                                  scaler):
+    """Batches with a non-finite loss: skipped on the host (no scaler) or by the gradient scaler
+    (AMP path, exercised here with a CPU scaler); the epoch means cover the finite batches only,
+    one warning per newly skipped stretch, and the weights stay finite."""
+    import libreyolo.training.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "REFRESH_EVERY", 3)
+    t = Trainer(YOLO9(size="t", nc=6), TrainConfig.from_overrides(
+        tiny_overrides(tiny_shapes, tmp_path, epochs=1, batch=1, nbs=1, val=False)))
+    t.setup()
+    if scaler:
+        t.scaler = torch.amp.GradScaler("cpu", enabled=True, init_scale=1.0)
+    criterion, calls, good, bad = t.criterion, [], [], {2, 5}
+
+    def poisoned(preds, batch):
+        loss, items = criterion(preds, batch)
+        k = len(calls)
+        calls.append(k)
+        if k in bad:  # an infinite term whose gradient is finite: the loss alone is non-finite
+            return loss + float("inf"), items + float("inf")
+        good.append(items.clone())
+        return loss, items
+
+    t.criterion = poisoned
+    try:
+        with caplog.at_level(logging.WARNING):
+            mloss = t._train_epoch(0)
+    finally:
+        t.teardown()
+    assert len(calls) == t.nb > max(bad)
+    assert torch.allclose(mloss, torch.stack(good).mean(0))
+    assert all(torch.isfinite(v).all() for v in t.net.state_dict().values() if v.is_floating_point())
+    warned = [r.getMessage() for r in caplog.records if "non-finite" in r.getMessage()]
+    assert len(warned) == 2, warned  # one per skipped batch: they fall in different refresh stretches
+    if scaler:
+        assert t.scaler.get_scale() < 1.0  # the scaler saw the non-finite gradients and backed off

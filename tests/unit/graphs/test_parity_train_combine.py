@@ -1,0 +1,47 @@
+"""benchmarks/parity_train.py merges matrices from several runs without losing or doubling rows."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
+
+
+def _load():
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("parity_train_combine_under_test", BENCH / "parity_train.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def _doc(commit: str, rows: list[dict]) -> dict:
+    return {"environment": {"commit": commit, "date": f"date-{commit}", "gpu": "g", "torch": "t", "cuda": "c"},
+            "rows": rows}
+
+
+def test_later_rows_replace_earlier_ones_and_keep_their_commit():
+    mod = _load()
+    old = _doc("aaa", [{"family": "f", "size": "s", "dtype": "float16", "pass": False},
+                       {"family": "f", "size": "s", "dtype": "float32", "pass": True},
+                       {"family": "g", "size": "n", "dtype": "float32", "pass": True}])
+    new = _doc("bbb", [{"family": "f", "size": "s", "dtype": "float16", "pass": True}])
+    out = mod.combine([old, new])
+    rows = {(r["family"], r["size"], r["dtype"]): r for r in out["rows"]}
+    assert len(out["rows"]) == 3 == len(rows)
+    assert rows[("f", "s", "float16")]["pass"] is True and rows[("f", "s", "float16")]["commit"] == "bbb"
+    assert rows[("f", "s", "float32")]["commit"] == "aaa" and rows[("g", "n", "float32")]["date"] == "date-aaa"
+    assert out["environment"]["commit"] == "bbb"
+    md = mod.render_markdown(out)
+    assert "rows from commits aaa, bbb" in md and md.count("| f | ") == 2
+
+
+def test_a_row_that_carries_its_commit_keeps_it():
+    mod = _load()
+    out = mod.combine([_doc("ccc", [{"family": "f", "size": "s", "dtype": "float32", "commit": "zzz"}])])
+    assert out["rows"][0]["commit"] == "zzz"
