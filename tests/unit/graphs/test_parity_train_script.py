@@ -1,10 +1,15 @@
-"""benchmarks/parity_train.py merges matrices from several runs without losing or doubling rows."""
+"""benchmarks/parity_train.py: its batches feed the families' criteria, and it merges matrices from
+several runs without losing or doubling rows."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
 from pathlib import Path
+
+import torch
+
+from libreyolo.registry import families
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 
@@ -45,3 +50,14 @@ def test_a_row_that_carries_its_commit_keeps_it():
     mod = _load()
     out = mod.combine([_doc("ccc", [{"family": "f", "size": "s", "dtype": "float32", "commit": "zzz"}])])
     assert out["rows"][0]["commit"] == "zzz"
+
+
+def test_classify_batch_feeds_the_family_criterion():
+    mod = _load()
+    b = mod.classify_batch(batch=4, imgsz=32, nc=6, seed=1, device=torch.device("cpu"))
+    assert b["img"].shape == (4, 3, 32, 32) and b["cls"].shape == (4,) and int(b["cls"].max()) < 6
+    assert torch.equal(b["cls"], mod.classify_batch(batch=4, imgsz=32, nc=6, seed=1, device=torch.device("cpu"))["cls"])
+    fam = families()["resnet"]
+    model = fam(size="18", nc=6)
+    loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
+    assert torch.isfinite(loss) and items.shape == (1,)
