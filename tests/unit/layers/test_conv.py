@@ -6,27 +6,16 @@ import pytest
 import torch
 from torch import nn
 
+from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.layers.conv import ConvBNAct, RepConvN, fuse_conv_bn, fuse_modules
 from libreyolo.layers.elan import ELAN1, SPPELAN, AConv, ADown, RepNCSPELAN4
-
-
-def _randomise_bn(module: nn.Module, seed: int = 0) -> None:
-    """Give every BatchNorm non-trivial statistics and affine terms, so folding is exercised."""
-    g = torch.Generator().manual_seed(seed)
-    for m in module.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            n = m.num_features
-            m.running_mean.copy_(torch.rand(n, generator=g) - 0.5)
-            m.running_var.copy_(torch.rand(n, generator=g) * 1.5 + 0.5)
-            m.weight.data.copy_(torch.rand(n, generator=g) + 0.5)
-            m.bias.data.copy_(torch.rand(n, generator=g) - 0.5)
 
 
 def test_fuse_conv_bn_matches_bn_of_conv() -> None:
     torch.manual_seed(0)
     conv = nn.Conv2d(6, 8, 3, 2, 1, groups=2, bias=False)
     bn = nn.BatchNorm2d(8, eps=1e-3)
-    _randomise_bn(bn)
+    randomise_norm_stats(bn, seed=0)
     bn.eval()
     x = torch.randn(2, 6, 9, 11)
     fused = fuse_conv_bn(conv, bn)
@@ -38,7 +27,7 @@ def test_fuse_conv_bn_matches_bn_of_conv() -> None:
 def test_convbnact_fuse_is_equivalent_and_idempotent(k: int, s: int, g: int) -> None:
     torch.manual_seed(1)
     m = ConvBNAct(8, 16, k, s, g=g)
-    _randomise_bn(m)
+    randomise_norm_stats(m, seed=0)
     m.eval()
     x = torch.randn(2, 8, 10, 10)
     ref = m(x).clone()
@@ -54,7 +43,7 @@ def test_convbnact_fuse_is_equivalent_and_idempotent(k: int, s: int, g: int) -> 
 def test_repconvn_merges_branches_into_one_conv(s: int) -> None:
     torch.manual_seed(2)
     m = RepConvN(8, 12, s=s)
-    _randomise_bn(m)
+    randomise_norm_stats(m, seed=0)
     m.eval()
     x = torch.randn(2, 8, 12, 12)
     ref = m(x).clone()
@@ -71,7 +60,7 @@ def test_repconvn_merges_branches_into_one_conv(s: int) -> None:
 def test_fuse_modules_fuses_nested_blocks_and_keeps_outputs() -> None:
     torch.manual_seed(3)
     block = RepNCSPELAN4(16, 32, 32, 16, 2)
-    _randomise_bn(block)
+    randomise_norm_stats(block, seed=0)
     block.eval()
     x = torch.randn(1, 16, 8, 8)
     ref = block(x).clone()

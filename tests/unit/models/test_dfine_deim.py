@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 import torch
 
+from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.graphs.seam import run_eager
 from libreyolo.kernels import registry as kernels
 from libreyolo.layers.deim_losses import dense_o2o_mosaic, mal_loss
@@ -222,11 +223,7 @@ def test_weights_names_and_train_defaults() -> None:
 def test_fuse_keeps_predictions() -> None:
     torch.manual_seed(0)
     model = _tiny_model("dfine")
-    g = torch.Generator().manual_seed(1)
-    for m in model.net.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.copy_(torch.rand(m.num_features, generator=g) * 0.2 - 0.1)
-            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+    randomise_norm_stats(model.net, seed=1)
     model.net.eval()
     x = torch.rand(1, 3, 64, 64)
     with torch.no_grad():

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from libreyolo.errors import ConfigError
+from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.graphs.seam import run_eager
 from libreyolo.kernels import registry as kernels
 from libreyolo.layers.detr_net import DETRNetConfig, EncoderDecoderDetector
@@ -215,11 +216,7 @@ def test_weights_names_resolve_to_each_family() -> None:
 def test_fuse_keeps_predictions() -> None:
     torch.manual_seed(0)
     model = _tiny_model("rtdetr")
-    g = torch.Generator().manual_seed(1)
-    for m in model.net.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.copy_(torch.rand(m.num_features, generator=g) * 0.2 - 0.1)
-            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+    randomise_norm_stats(model.net, seed=1)
     model.net.eval()
     x = torch.rand(1, 3, 64, 64)
     with torch.no_grad():

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from libreyolo.errors import ConfigError
+from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.layers.cspnext import ChannelAttention, CSPNeXtBlock, CSPNeXtLayer
 from libreyolo.models.rtmdet.family import RTMDet
 from libreyolo.models.rtmdet.loss import (
@@ -121,22 +122,11 @@ def test_cspnext_block_shortcut_only_when_widths_match() -> None:
     torch.testing.assert_close(same(x), x, atol=1e-6, rtol=0)
 
 
-def _randomise_bn(net: nn.Module) -> None:
-    g = torch.Generator().manual_seed(0)
-    for m in net.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            n = m.num_features
-            m.running_mean.copy_(torch.rand(n, generator=g) - 0.5)
-            m.running_var.copy_(torch.rand(n, generator=g) + 0.5)
-            m.weight.data.copy_(torch.rand(n, generator=g) + 0.5)
-            m.bias.data.copy_(torch.rand(n, generator=g) - 0.5)
-
-
 @pytest.mark.parametrize("size", ["t", "m"])  # m: exp_on_reg does not matter to fusing, width does
 def test_fuse_keeps_eval_outputs(size: str) -> None:
     torch.manual_seed(0)
     net = build_rtmdet(size=size, nc=3).eval()
-    _randomise_bn(net)
+    randomise_norm_stats(net, seed=0)
     x = torch.rand(1, 3, 64, 64)
     with torch.no_grad():
         ref = net(x)

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from libreyolo.errors import ConfigError
+from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.models.yolo9.nn import build_yolo9
 from libreyolo.models.yolo9.postprocess import postprocess
 from libreyolo.models.yolo9.variants import VARIANTS
@@ -27,17 +28,6 @@ def nets80() -> dict[str, nn.Module]:
 
 def _n_params(net: nn.Module) -> int:
     return sum(p.numel() for p in net.parameters())
-
-
-def _randomise_bn(net: nn.Module) -> None:
-    g = torch.Generator().manual_seed(0)
-    for m in net.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            n = m.num_features
-            m.running_mean.copy_(torch.rand(n, generator=g) - 0.5)
-            m.running_var.copy_(torch.rand(n, generator=g) + 0.5)
-            m.weight.data.copy_(torch.rand(n, generator=g) + 0.5)
-            m.bias.data.copy_(torch.rand(n, generator=g) - 0.5)
 
 
 # --------------------------------------------------------------------------- network
@@ -105,7 +95,7 @@ def test_bias_init_sets_box_and_class_priors() -> None:
 def test_fuse_equals_unfused(size: str) -> None:
     torch.manual_seed(1)
     net = build_yolo9(size=size, nc=5)
-    _randomise_bn(net)
+    randomise_norm_stats(net, seed=0)
     net.eval()
     x = torch.rand(2, 3, 64, 64)
     with torch.no_grad():

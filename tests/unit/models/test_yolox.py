@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from torchvision.ops import box_iou as torchvision_box_iou
 
 from libreyolo.errors import ConfigError
+from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.layers.dwconv import DWConvBNAct
 from libreyolo.layers.focus import space_to_depth
 from libreyolo.models.yolox.family import YOLOX
@@ -45,17 +46,6 @@ def _register() -> None:
 
 def _n_params(net: nn.Module) -> int:
     return sum(p.numel() for p in net.parameters())
-
-
-def _randomise_bn(net: nn.Module) -> None:
-    g = torch.Generator().manual_seed(0)
-    for m in net.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            n = m.num_features
-            m.running_mean.copy_(torch.rand(n, generator=g) - 0.5)
-            m.running_var.copy_(torch.rand(n, generator=g) + 0.5)
-            m.weight.data.copy_(torch.rand(n, generator=g) + 0.5)
-            m.bias.data.copy_(torch.rand(n, generator=g) - 0.5)
 
 
 # --------------------------------------------------------------------------- network
@@ -115,7 +105,7 @@ def test_focus_space_to_depth_order() -> None:
 def test_fuse_keeps_eval_outputs(size: str) -> None:
     torch.manual_seed(0)
     net = build_yolox(size=size, nc=3)
-    _randomise_bn(net)
+    randomise_norm_stats(net, seed=0)
     net.eval()
     x = torch.rand(2, 3, 64, 64)
     with torch.no_grad():
