@@ -49,32 +49,9 @@ def test_predict_capture_is_bitwise(family: str, size: str, amp: torch.dtype | N
 @pytest.mark.parametrize("family", ["dfine", "deim"])
 def test_train_seam_step_zero_matches_eager(family: str) -> None:
     from bench_dfine import families
-    from bench_rtdetr import TrainArm, _max_rel, _synthetic_batch, global_rel
+    from seam_checks import assert_seam_step_zero_matches_eager
 
-    dev = torch.device("cuda", 0)
-    fam = families()[family]
-    data = _synthetic_batch(BATCH, IMGSZ, dev)
-    eager = TrainArm(fam, "n", device=dev, amp=None, graph=False)
-    eager_b = TrainArm(fam, "n", device=dev, amp=None, graph=False)
-    seam = TrainArm(fam, "n", device=dev, amp=None, graph=True)
-    loss_e, g_e = eager.step(data, grads=True)
-    _, g_b = eager_b.step(data, grads=True)
-    loss_s, g_s = seam.step(data, grads=True)
-    assert seam.tg is not None and seam.tg.failed is None and seam.tg.live
-    assert torch.equal(loss_e, loss_s)
-    for (k, a), (_, b) in zip(eager.net.named_buffers(), seam.net.named_buffers(), strict=True):
-        assert torch.equal(a, b), f"buffer {k} drifted under capture warm-up"
-    # Gradients: over all parameters together, the graph arm may differ from eager no more than
-    # two eager runs differ from each other (atomics in the decoder's backward), with a floor for
-    # when eager happens to repeat exactly. Single tensors are not compared relatively: the bias of
-    # a BatchNorm that feeds another BatchNorm has a gradient of pure cancellation noise.
-    diff, spread = global_rel(g_e, g_s), global_rel(g_e, g_b)
-    worst, at = _max_rel(g_e, g_s)
-    assert diff <= max(1e-5, 4 * spread), (
-        f"gradients differ by {diff:.3g} (global relative; eager-vs-eager {spread:.3g}; worst tensor {at} {worst:.3g})")
-    for _ in range(2):
-        loss, _ = seam.step(data)
-        assert torch.isfinite(loss)
+    assert_seam_step_zero_matches_eager(families()[family], "n")
 
 
 def test_train_with_an_empty_batch_on_gpu() -> None:
