@@ -5,8 +5,9 @@ Two hazards of capturing inside a long-running process, and what this module doe
 * **Python's garbage collector during a capture.** A cyclic collection that runs while a stream
   is capturing may free an older ``CUDAGraph`` (its destructor calls ``cudaGraphExecDestroy``) or
   a tensor that still has a pending event, which invalidates the capture in progress ("operation
-  not permitted when stream is capturing"). :func:`no_gc` collects once before a capture and
-  keeps the collector off until it ends.
+  not permitted when stream is capturing"). :func:`no_gc` keeps the collector off until the
+  capture ends (no collection first: a full ``gc.collect()`` per capture is expensive, and what
+  it would free can just as well be freed after the capture).
 * **The CUDA random-number generator after a failed capture.** On the torch releases whose
   generator keeps one graph-safe state object (2.11 among them), ``CUDAGraph.capture_begin`` puts
   that state into capture mode and only a successful ``capture_end`` takes it out. When the
@@ -46,12 +47,11 @@ logger = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def no_gc() -> Iterator[None]:
-    """Collect once, then keep Python's cyclic garbage collector off for the block.
+    """Keep Python's cyclic garbage collector off for the block.
 
     Restores the collector's previous state (on or off) even when the block raises.
     """
     was_enabled = gc.isenabled()
-    gc.collect()
     try:
         gc.disable()
         yield
