@@ -43,7 +43,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from libreyolo.graphs.parity import environment, expected_flag, run_matrix, write_matrix
+    from libreyolo.graphs.parity import (
+        environment,
+        expected_flag,
+        merge_rows,
+        run_matrix,
+        write_matrix,
+    )
     from libreyolo.registry import families
 
     if not torch.cuda.is_available():
@@ -55,19 +61,12 @@ def main(argv: list[str] | None = None) -> int:
                       imgsz=args.imgsz, batch=args.batch, dtypes=tuple(split(args.dtypes)),
                       device="cuda", seed=args.seed, fuse=not args.no_fuse)
     env = environment(commit=args.commit)
-    for r in rows:  # each row names the run that produced it (rows of several runs can be merged)
-        r.setdefault("commit", env["commit"])
-        r.setdefault("date", env["date"])
+    docs = [{"environment": env, "rows": rows}]  # each row names the run that produced it
     if args.merge is not None and args.merge.is_file():
         import json
 
-        old_doc = json.loads(args.merge.read_text())
-        new = {(r["family"], r["task"], r["size"], r["dtype"]) for r in rows}
-        kept = [r for r in old_doc["rows"] if (r["family"], r["task"], r["size"], r["dtype"]) not in new]
-        for r in kept:
-            r.setdefault("commit", old_doc["environment"].get("commit"))
-            r.setdefault("date", old_doc["environment"].get("date"))
-        rows = kept + rows
+        docs.insert(0, json.loads(args.merge.read_text()))
+    rows = merge_rows(docs, key=lambda r: (r["family"], r["task"], r["size"], r["dtype"]))
     settings = {"imgsz": args.imgsz, "batch": args.batch, "seed": args.seed, "fuse": not args.no_fuse,
                 "probes": ["uniform", "image"], "dtypes": split(args.dtypes)}
     jp, mp = args.out / "cuda-graph-parity.json", args.out / "cuda-graph-parity.md"

@@ -214,16 +214,9 @@ def _key(r: dict[str, Any]) -> tuple:
 def combine(docs: list[dict[str, Any]]) -> dict[str, Any]:
     """One matrix from several runs: a later document's row replaces an earlier one of the same
     family/size/dtype; every row keeps the commit and date of the run that produced it."""
-    merged: dict[tuple, dict[str, Any]] = {}
-    for doc in docs:
-        env = doc.get("environment", {})
-        for r in doc["rows"]:
-            r = dict(r)
-            r.setdefault("commit", env.get("commit"))
-            r.setdefault("date", env.get("date"))
-            merged.pop(_key(r), None)
-            merged[_key(r)] = r
-    return {"environment": docs[-1]["environment"], "rows": list(merged.values())}
+    from libreyolo.graphs.parity import merge_rows
+
+    return {"environment": docs[-1]["environment"], "rows": merge_rows(docs, key=_key)}
 
 
 def render_markdown(result: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ import logging
 import math
 import platform
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -298,6 +299,22 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| {r['family']} | {r['task']} | {r['size']} | {inp} | {r['dtype']} | **{r['result']}** | "
                      f"{cell(0)} | {cell(1)} | {r.get('capture_ms', '-')} | {r.get('commit', env['commit'])} | {notes} |")
     return "\n".join(lines) + "\n"
+
+
+def merge_rows(docs: list[dict[str, Any]], *, key: Callable[[dict[str, Any]], tuple]) -> list[dict[str, Any]]:
+    """Rows of several matrix documents (oldest first) as one list: a later row replaces an
+    earlier one with the same ``key``; every row keeps the ``commit`` and ``date`` of the run that
+    produced it (filled from its document's ``environment`` where the row has none)."""
+    merged: dict[tuple, dict[str, Any]] = {}
+    for doc in docs:
+        env = doc.get("environment", {})
+        for r in doc["rows"]:
+            r = dict(r)
+            r.setdefault("commit", env.get("commit"))
+            r.setdefault("date", env.get("date"))
+            merged.pop(key(r), None)
+            merged[key(r)] = r
+    return list(merged.values())
 
 
 def load_matrix(path: Path) -> dict[str, Any] | None:
