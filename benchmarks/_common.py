@@ -1,16 +1,34 @@
-"""Shared helpers of the benchmark / parity scripts: environment stamp, output writing."""
+"""Shared helpers of the benchmark / parity scripts: the one results schema, environment stamp.
+
+Every results file a benchmark writes goes through :func:`write_result`::
+
+    {"schema": 1, "command": "python3 benchmarks/x.py --out ...", "commit": "...", "gpu": "...",
+     "torch": "...", "cuda": "...", "triton": "...", "python": "...", "date": "YYYY-MM-DD HH:MM UTC",
+     "numbers": {...} | [...], "extra": {...}}            # "extra" only when given
+
+:func:`validate_result` lists what is wrong with a loaded results file (the manifest test uses it).
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
+import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = 1
+STAMP_KEYS = ("commit", "gpu", "torch", "cuda", "triton", "python", "date")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$")
 
 
 def git_commit(explicit: str | None = None) -> str:
@@ -18,8 +36,8 @@ def git_commit(explicit: str | None = None) -> str:
         return explicit
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True, timeout=10).stdout.strip()
-    except Exception:  # noqa: BLE001 - the GPU machine may have no git checkout
+                              check=True, timeout=10, cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.SubprocessError):  # the GPU machine may have no git checkout
         return os.environ.get("LIBREYOLO_COMMIT", "unknown")
 
 
@@ -30,7 +48,7 @@ def stamp(commit: str | None = None) -> dict[str, Any]:
         import triton
 
         triton_version = triton.__version__
-    except Exception:  # noqa: BLE001
+    except (ImportError, RuntimeError):  # absent, or present without a usable backend
         triton_version = None
     return {
         "gpu": gpu,
@@ -43,7 +61,86 @@ def stamp(commit: str | None = None) -> dict[str, Any]:
     }
 
 
+def command_line(argv: list[str] | None = None) -> str:
+    """The exact command that runs this process, as ``python3 benchmarks/x.py --flag value``
+    (the script path relative to the repository root when it lies inside it)."""
+    argv = list(sys.argv if argv is None else argv)
+    script = Path(argv[0]) if argv else Path("?")
+    try:
+        shown = script.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        shown = str(script)
+    return " ".join(["python3", shlex.quote(shown), *(shlex.quote(a) for a in argv[1:])])
+
+
+def _finite(obj: Any) -> Any:
+    """NaN / inf become None, so the file is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def write_result(path_json: Path, *, numbers: dict[str, Any] | list[Any], command: str | None = None,
+                 extra: dict[str, Any] | None = None, markdown: str | None = None,
+                 env: dict[str, Any] | None = None, commit: str | None = None) -> dict[str, Any]:
+    """Write one results file in the schema above (and ``markdown`` beside it as ``.md``).
+
+    ``numbers``: what was measured (the script's own keys). ``command``: the exact command line
+    (default: this process's, see :func:`command_line`). ``extra``: settings worth keeping that
+    are not measurements. ``env``: a :func:`stamp` already taken (taken now, with ``commit``,
+    when None). Returns the document written.
+    """
+    env = dict(env) if env is not None else stamp(commit)
+    doc: dict[str, Any] = {"schema": SCHEMA, "command": command or command_line()}
+    doc.update({k: env.get(k) for k in STAMP_KEYS})
+    doc["numbers"] = numbers
+    if extra:
+        doc["extra"] = extra
+    path_json = Path(path_json)
+    path_json.parent.mkdir(parents=True, exist_ok=True)
+    path_json.write_text(json.dumps(_finite(doc), indent=2, default=str, allow_nan=False) + "\n")
+    if markdown is not None:
+        tail = f"\n\nWritten by `{doc['command']}` (commit {doc['commit']}, {doc['date']}).\n"
+        path_json.with_suffix(".md").write_text(markdown.rstrip("\n") + tail)
+    return doc
+
+
+def validate_result(obj: Any) -> list[str]:
+    """Problems of one loaded results document against schema 1 (empty: valid)."""
+    if not isinstance(obj, dict):
+        return [f"a results file is a JSON object, not {type(obj).__name__}"]
+    problems = []
+    if obj.get("schema") != SCHEMA:
+        problems.append(f"schema is {obj.get('schema')!r}, expected {SCHEMA}")
+    cmd = obj.get("command")
+    if not isinstance(cmd, str) or not cmd.startswith("python"):
+        problems.append(f"command must be the command line ('python3 benchmarks/...'), got {cmd!r}")
+    for key in ("commit", "gpu", "torch", "python", "date"):
+        if not isinstance(obj.get(key), str) or not obj.get(key):
+            problems.append(f"{key} must be a non-empty string, got {obj.get(key)!r}")
+    for key in ("cuda", "triton"):
+        if key not in obj:
+            problems.append(f"{key} is missing (null when absent)")
+        elif obj[key] is not None and not isinstance(obj[key], str):
+            problems.append(f"{key} must be a string or null, got {obj[key]!r}")
+    if isinstance(obj.get("date"), str) and not _DATE.match(obj["date"]):
+        problems.append(f"date {obj['date']!r} is not 'YYYY-MM-DD HH:MM UTC'")
+    if not isinstance(obj.get("numbers"), (dict, list)) or not obj.get("numbers"):
+        problems.append("numbers must be a non-empty object or list")
+    if "extra" in obj and not isinstance(obj["extra"], dict):
+        problems.append("extra must be an object")
+    unknown = set(obj) - {"schema", "command", "numbers", "extra", *STAMP_KEYS}
+    if unknown:
+        problems.append(f"unknown top-level keys {sorted(unknown)} (put them under numbers or extra)")
+    return problems
+
+
 def write_json(path: Path, obj: Any) -> None:
+    """A plain JSON side file (e.g. a child process's raw output), not a results document."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj, indent=2, default=str) + "\n")
 

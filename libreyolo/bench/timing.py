@@ -27,35 +27,60 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_events(fn: Callable[[], Any], *, device: torch.device, iters: int, warmup: int) -> dict[str, Any]:
-    """Per-call GPU time with CUDA events (host clock with synchronisation on CPU), in ms."""
+def time_events(fn: Callable[[], Any], *, device: torch.device, iters: int, warmup: int, inner: int = 1,
+                sync_each: bool = False) -> dict[str, Any]:
+    """Per-call GPU time with CUDA events (host clock with synchronisation on CPU), in ms.
+
+    Each of the ``iters`` samples spans ``inner`` back-to-back calls between two events and is
+    divided by ``inner`` (``inner > 1`` keeps the device queue full: device time, not the gap
+    while the host prepares one launch). ``sync_each`` waits for each sample's end event before
+    the next sample starts (the device idles between samples); otherwise samples are queued
+    back to back and read after one synchronisation.
+    """
     for _ in range(warmup):
         fn()
     sync(device)
     if device.type != "cuda":
-        return time_wall(fn, device=device, iters=iters, warmup=0)
+        return time_wall(fn, device=device, iters=iters, warmup=0, inner=inner)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     for i in range(iters):
         starts[i].record()
-        fn()
+        for _ in range(inner):
+            fn()
         ends[i].record()
+        if sync_each:
+            ends[i].synchronize()
     torch.cuda.synchronize(device)
-    return {**_summary([a.elapsed_time(b) for a, b in zip(starts, ends, strict=False)]), "clock": "cuda_events"}
+    samples = [a.elapsed_time(b) / inner for a, b in zip(starts, ends, strict=True)]
+    return {**_summary(samples), "clock": "cuda_events"}
 
 
-def time_wall(fn: Callable[[], Any], *, device: torch.device, iters: int, warmup: int) -> dict[str, Any]:
-    """Per-call wall time, synchronising the device after each call, in ms."""
+def time_wall(fn: Callable[[], Any], *, device: torch.device, iters: int, warmup: int,
+              inner: int = 1) -> dict[str, Any]:
+    """Per-call wall time, synchronising the device after each sample of ``inner`` calls, in ms."""
     for _ in range(warmup):
         fn()
     sync(device)
     samples = []
     for _ in range(iters):
         t0 = time.perf_counter()
-        fn()
+        for _ in range(inner):
+            fn()
         sync(device)
-        samples.append((time.perf_counter() - t0) * 1e3)
+        samples.append((time.perf_counter() - t0) * 1e3 / inner)
     return {**_summary(samples), "clock": "wall_sync"}
+
+
+def time_pipelined(fn: Callable[[], Any], *, device: torch.device, iters: int) -> float:
+    """Mean ms per call of ``iters`` back-to-back calls with one synchronisation at the end: the
+    cost per call when the host may run ahead of the device (no warm-up: call it after a timer)."""
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    sync(device)
+    return (time.perf_counter() - t0) * 1e3 / iters
 
 
 def kernel_profile(fn: Callable[[], Any], *, device: torch.device) -> dict[str, Any]:
