@@ -148,10 +148,10 @@ def test_ctrl_c_kills_the_whole_launched_process_group(tmp_path):
         "import signal, subprocess, sys, time, os\n"
         "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
         "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
-        "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(120)'], start_new_session=True)\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(40)'], start_new_session=True)\n"
         f"open({str(pids)!r} + '.tmp', 'w').write(f'{{os.getpid()}} {{c.pid}}')\n"
         f"os.replace({str(pids)!r} + '.tmp', {str(pids)!r})\n"
-        "time.sleep(120)\n")
+        "time.sleep(40)\n")
     main = threading.main_thread().ident
 
     def interrupt() -> None:
@@ -161,10 +161,16 @@ def test_ctrl_c_kills_the_whole_launched_process_group(tmp_path):
             time.sleep(0.05)
         signal.pthread_kill(main, signal.SIGINT)
 
-    threading.Thread(target=interrupt, daemon=True).start()
-    t0 = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        launch_mod.run_process_group([sys.executable, str(script)], grace_s=1.0)
+    # The test owns its SIGINT disposition: under `nohup ... &` (or any launcher that starts
+    # pytest with SIGINT ignored) Python installs no handler, and the interrupt would be lost.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt, daemon=True).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            launch_mod.run_process_group([sys.executable, str(script)], grace_s=1.0)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - t0 < 30
     parent, child = (int(p) for p in pids.read_text().split())
     deadline = time.monotonic() + 5
