@@ -16,10 +16,6 @@ Timings are medians of CUDA-event intervals after warm-up. Writes ``attention.js
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
-import statistics
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,24 +23,19 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import stamp, write_result  # noqa: E402
+from libreyolo.bench.timing import time_events  # noqa: E402
+
 SHAPES = [(80, 80), (40, 40), (20, 20)]
 TARGETS = {"triton_fwd": 3.0, "triton_fwd_bwd": 2.0, "sdpa_window": 1.5}
 
 
 def _time(fn: Callable[[], object], *, warmup: int, iters: int) -> float:
-    """Median milliseconds of ``fn`` over ``iters`` CUDA-event intervals."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    """Median milliseconds of ``fn`` over ``iters`` CUDA-event intervals (each waited for)."""
+    dev = torch.device("cuda", torch.cuda.current_device())
+    return time_events(fn, device=dev, iters=iters, warmup=warmup, sync_each=True)["median_ms"]
 
 
 def _msda_inputs(dtype: torch.dtype):
@@ -155,21 +146,6 @@ def bench_sdpa(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-def _commit(given: str | None) -> str:
-    if given:
-        return given
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def _markdown(report: dict) -> str:
     lines = [
         "# Attention kernels benchmark",
@@ -223,10 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_attention: needs a CUDA GPU", file=sys.stderr)
         return 2
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import triton
-
     msda_rows, notes = bench_msda(args)
     sdpa_rows = bench_sdpa(args)
     targets = {}
@@ -239,22 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     for r in sdpa_rows:
         if r["case"].startswith("swin"):
             targets[f"sdpa_window:{r['case']}"] = r["speedup"] >= TARGETS["sdpa_window"]
-    report = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "commit": _commit(args.commit),
-        "iters": args.iters,
-        "msda": msda_rows,
-        "msda_notes": notes,
-        "sdpa": sdpa_rows,
-        "targets": targets,
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "attention.json").write_text(json.dumps(report, indent=2) + "\n")
-    md = _markdown(report)
-    (args.out / "attention.md").write_text(md)
+    numbers = {"iters": args.iters, "msda": msda_rows, "msda_notes": notes, "sdpa": sdpa_rows,
+               "targets": targets}
+    env = stamp(args.commit)
+    md = _markdown({**env, **numbers})
+    write_result(args.out / "attention.json", numbers=numbers, env=env, markdown=md)
     print(md)
     return 0
 

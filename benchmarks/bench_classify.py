@@ -12,39 +12,32 @@ For each classify family x size (capability ``OUTPUT_KIND == "probs"``), untrain
 The flags stay as they are: this measures speed; parity is ``parity_predict.py`` /
 ``parity_train.py``. Writes ``<out>/bench_classify.json`` and ``.md``; prints the table.
 
-Usage (GPU): PYTHONPATH=. python benchmarks/bench_classify.py --out $OUT [--families resnet] [--imgsz 224]
+Usage (GPU): python3 benchmarks/bench_classify.py --out $OUT [--families resnet] [--imgsz 224]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import make_train_step, md_table, stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import make_train_step, md_table, stamp, write_result  # noqa: E402
+from libreyolo.bench.timing import time_wall  # noqa: E402
 
 STEPS, WARMUP = 24, 10
 
 
 def _timed(fn: Any, *, iters: int, warmup: int) -> tuple[float, float]:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return min(times), statistics.median(times)
+    """Fastest and median ms of ``fn`` (synchronised clock) after ``warmup`` calls."""
+    t = time_wall(fn, device=torch.device("cuda", torch.cuda.current_device()), iters=iters, warmup=warmup)
+    return t["min_ms"], t["median_ms"]
 
 
 def bench_predict(fam: type, size: str, *, batch: int, imgsz: int, iters: int) -> dict[str, Any]:
@@ -147,9 +140,7 @@ def main() -> int:
           f"{args.imgsz} px\n\n"
           + md_table([{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in rows], cols)
           + "\n")
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_json(args.out / "bench_classify.json", {"environment": env, "imgsz": args.imgsz, "rows": rows})
-    (args.out / "bench_classify.md").write_text(md)
+    write_result(args.out / "bench_classify.json", numbers={"imgsz": args.imgsz, "rows": rows}, env=env, markdown=md)
     print(md)
     return 0
 

@@ -1,6 +1,6 @@
 """CPU prediction latency of the bundled yolo9-t at 640 px, split into pre/inference/post.
 
-Usage: PYTHONPATH=. python benchmarks/bench_cpu_predict.py --out benchmarks/results [--threads N]
+Usage: python3 benchmarks/bench_cpu_predict.py --out benchmarks/results [--threads N]
 Medians over --iters calls after --warmup calls, on SAMPLE_IMAGE, using the ``speed`` field every
 Results carries (synchronised wall clock per stage).
 """
@@ -16,8 +16,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import md_table, stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import md_table, stamp, write_result  # noqa: E402
 
 
 def main() -> None:
@@ -49,12 +51,12 @@ def main() -> None:
         print(row, flush=True)
     env = stamp(args.commit) | {"cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
                                 "torch_threads": torch.get_num_threads()}
-    write_json(args.out / "bench_cpu_predict.json", {"environment": env, "iters": args.iters, "rows": rows})
     md = (f"# CPU prediction latency\n\n{env['cpu']} ({env['cpu_count']} cores, {env['torch_threads']} torch threads) · "
           f"torch {env['torch']} · {env['date']} · commit {env['commit']}\n\n"
           f"Bundled LibreYOLO9t.pt on SAMPLE_IMAGE (640x480) at {args.imgsz} px, batch 1; medians of {args.iters} "
           "calls after warm-up.\n\n" + md_table(rows, list(rows[0].keys())) + "\n")
-    (args.out / "bench_cpu_predict.md").write_text(md)
+    write_result(args.out / "bench_cpu_predict.json", numbers={"iters": args.iters, "rows": rows}, env=env,
+                 extra={k: env[k] for k in ("cpu", "cpu_count", "torch_threads")}, markdown=md)
     print(md)
 
 

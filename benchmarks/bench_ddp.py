@@ -15,7 +15,7 @@ being warm-up), best and final-epoch mAP50-95, the result dict's ``world_size`` 
 the arm failed. Writes ``<out>/bench_ddp.json`` and ``<out>/bench_ddp.md`` and prints a table.
 
 Usage (needs >= 2 CUDA GPUs; exits 2 otherwise):
-    PYTHONPATH=. python3 benchmarks/bench_ddp.py --out $OUT [--epochs 6] [--batch 32] [--imgsz 640]
+    python3 benchmarks/bench_ddp.py --out $OUT [--epochs 6] [--batch 32] [--imgsz 640]
         [--n-train 1280] [--n-val 160] [--workers 8] [--no-sync-bn] [--commit SHA]
 """
 
@@ -34,8 +34,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import md_table, stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import md_table, stamp, write_json, write_result  # noqa: E402
 
 ARMS: dict[str, dict[str, Any]] = {
     "1gpu": {"device": "0", "sync_bn": False},
@@ -221,8 +223,6 @@ def write_report(args: argparse.Namespace, arms: dict[str, dict[str, Any]]) -> s
     summary = summarize(arms)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("arm",
                                                                                                       "result_file")}
-    write_json(args.out / "bench_ddp.json", {"environment": env, "settings": settings, "summary": summary,
-                                             "arms": arms})
     cols = ["arm", "device", "sync_bn", "world", "wall s", "img/s", "mAP50-95 best", "mAP50-95 final", "digests",
             "error"]
     lines = [f"# DDP training: 1 GPU vs 2 GPUs\n\n{len(env['gpus'])} x {env['gpu']} · torch {env['torch']} · "
@@ -235,7 +235,8 @@ def write_report(args: argparse.Namespace, arms: dict[str, dict[str, Any]]) -> s
     for k, v in summary.items():
         lines.append(f"- {k}: {_fmt(v, '.3f') if isinstance(v, float) else v}")
     md = "\n".join(lines) + "\n"
-    (args.out / "bench_ddp.md").write_text(md)
+    write_result(args.out / "bench_ddp.json", numbers={"summary": summary, "arms": arms}, env=env,
+                 extra={"gpus": env["gpus"], "settings": settings}, markdown=md)
     return md
 
 

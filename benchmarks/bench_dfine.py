@@ -19,12 +19,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-for p in (HERE, HERE.parent):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
 
-import bench_rtdetr  # noqa: E402  (path set above)
+from benchmarks import bench_rtdetr  # noqa: E402
 
 DEFAULTS = {"--models": "dfine:n,deim:n", "--parity-models": "dfine:n,dfine:s,deim:n,deim:s",
             "--dtypes": "float32", "--providers": "off"}

@@ -1,8 +1,8 @@
 """Cost of one YOLOv9 loss call (forward + backward to the predictions): current vs frozen reference.
 
-The reference is the earlier implementation (boolean-mask indexing, host branches), loaded by
-path from ``tests/unit/models/test_yolo9_loss_speed.py`` (``make_reference``), together with the
-batch generators used by that test. Shapes: yolo9-t head (nc 80, reg_max 16, strides 8/16/32) at
+The reference is the earlier implementation (boolean-mask indexing, host branches) in
+``benchmarks/references/yolo9_loss.py`` (``make_reference``), together with the batch generators
+its test uses. Shapes: yolo9-t head (nc 80, reg_max 16, strides 8/16/32) at
 ``--imgsz`` (640: 8400 anchors), batch 8 and 16, 10-40 boxes per image (seeded). Labels are timed
 both on the CPU (what the trainer passes: the data loader's output) and already on the device.
 
@@ -14,15 +14,14 @@ synchronisations in the loss forbid the overlap a training step relies on). One 
 counts aten ops, kernel launches, host synchronisations and scalar reads. ``items_rel`` and
 ``grad_rel``: parity of the loss items and the gradients of the two implementations here.
 
-Usage (GPU): PYTHONPATH=. python benchmarks/bench_loss.py --out $OUT
-CPU smoke test: PYTHONPATH=. python benchmarks/bench_loss.py --out /tmp/bl --device cpu \
+Usage (GPU): python3 benchmarks/bench_loss.py --out $OUT
+CPU smoke test: python3 benchmarks/bench_loss.py --out /tmp/bl --device cpu \
     --imgsz 160 --batches 2 --iters 3 --warmup 1
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -34,59 +33,31 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT))
-from _common import md_table, stamp, write_json  # noqa: E402
-
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import md_table, stamp, write_result  # noqa: E402
+from libreyolo.bench.timing import time_events, time_pipelined, time_wall  # noqa: E402
 from libreyolo.models.yolo9.loss import YOLO9Loss  # noqa: E402
 
-REF_PATH = ROOT / "tests" / "unit" / "models" / "test_yolo9_loss_speed.py"
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 
 
 def load_reference_module() -> ModuleType:
-    """The test module holding the frozen reference loss (imports only torch and libreyolo)."""
-    spec = importlib.util.spec_from_file_location("_yolo9_loss_reference", REF_PATH)
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(f"cannot load the frozen reference from {REF_PATH}")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The module holding the frozen reference loss and the batch generators."""
+    from benchmarks.references import yolo9_loss
+
+    return yolo9_loss
 
 
 def timed(fn: Callable[[], Any], *, iters: int, warmup: int, device: torch.device) -> dict[str, float]:
-    """Median ms of ``fn`` after ``warmup`` calls: host clock (synchronised) and CUDA events."""
-    cuda = device.type == "cuda"
-    for _ in range(warmup):
-        fn()
-    wall, gpu = [], []
-    for _ in range(iters):
-        if cuda:
-            torch.cuda.synchronize(device)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            t0 = time.perf_counter()
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            wall.append((time.perf_counter() - t0) * 1e3)
-            gpu.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            wall.append((time.perf_counter() - t0) * 1e3)
-    out = {"wall_ms": round(statistics.median(wall), 3)}
-    if gpu:
-        out["gpu_ms"] = round(statistics.median(gpu), 3)
-    # back to back, one synchronisation at the end: what a host that may run ahead pays per call
-    if cuda:
-        torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    if cuda:
-        torch.cuda.synchronize(device)
-    out["pipelined_ms"] = round((time.perf_counter() - t0) * 1e3 / iters, 3)
+    """Median ms of ``fn`` after ``warmup`` calls: host clock (synchronised), CUDA events (the GPU
+    idle before each call) and back to back with one synchronisation at the end (``pipelined_ms``:
+    what a host that may run ahead pays per call)."""
+    out = {"wall_ms": round(time_wall(fn, device=device, iters=iters, warmup=warmup)["median_ms"], 3)}
+    if device.type == "cuda":
+        gpu = time_events(fn, device=device, iters=iters, warmup=0, sync_each=True)
+        out["gpu_ms"] = round(gpu["median_ms"], 3)
+    out["pipelined_ms"] = round(time_pipelined(fn, device=device, iters=iters), 3)
     return out
 
 
@@ -226,16 +197,14 @@ def main() -> None:
     cols = [c for c in cols if any(c in r for r in rows)]
     table = md_table(rows, cols)
     env = stamp(args.commit)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_json(args.out / "bench_loss.json", {"env": env, "dtype": args.dtype, "imgsz": args.imgsz,
-                                              "busy_ms": args.busy_ms, "sleep_cycles_per_ms": cycles_per_ms,
-                                              "nc": args.nc, "iters": args.iters, "warmup": args.warmup,
-                                              "rows": rows})
-    (args.out / "bench_loss.md").write_text(
+    numbers = {"dtype": args.dtype, "imgsz": args.imgsz, "busy_ms": args.busy_ms,
+               "sleep_cycles_per_ms": cycles_per_ms, "nc": args.nc, "iters": args.iters, "warmup": args.warmup,
+               "rows": rows}
+    write_result(args.out / "bench_loss.json", numbers=numbers, env=env, markdown=(
         f"# YOLOv9 loss: forward + backward per call\n\n{env}\n\n"
         f"imgsz {args.imgsz}, nc {args.nc}, head dtype {args.dtype}, median of {args.iters} after "
         f"{args.warmup} warm-up; speedup vs the frozen reference ({'gpu_ms' if 'gpu_ms' in cols else 'wall_ms'}).\n\n"
-        f"{table}\n")
+        f"{table}\n"))
     print(table)
 
 

@@ -19,7 +19,6 @@ latency of one call from an idle queue (host launch time included). Writes
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,10 +27,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import md_table, stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import md_table, stamp, write_result  # noqa: E402
+from libreyolo.bench.timing import time_events  # noqa: E402
 
 # conv-as-GEMM shapes of yolo9-t at 640 px, batch 1 (Cin, Cout, k, Hout, Wout), used when the
 # model cannot be built here; measured with forward hooks on the real network otherwise.
@@ -48,19 +48,8 @@ def time_ms(fn: Callable[[], Any], *, warmup: int, reps: int, inner: int = 10) -
     Back-to-back calls keep the device queue full, so a sample measures device time, not the gap
     while the host prepares one launch (``inner=1`` measures that single-call latency instead).
     """
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    return time_events(fn, device=dev, iters=reps, warmup=warmup, inner=inner, sync_each=True)["median_ms"]
 
 
 def _fake_quant_row(m: int, dtype: torch.dtype, warmup: int, reps: int) -> dict:
@@ -202,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     meta = stamp(args.commit)
     meta["capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
-    result: dict[str, Any] = {"meta": meta, "warmup": args.warmup, "reps": args.reps, "statistic": "median"}
+    result: dict[str, Any] = {"warmup": args.warmup, "reps": args.reps, "statistic": "median"}
 
     sizes = [int(v) for v in args.sizes.split(",") if v]
     fq = bench_fake_quant(sizes, [torch.float32, torch.bfloat16], args.warmup, args.reps)
@@ -241,9 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         result["gemm_skipped"] = "FP8 tensor cores need compute capability >= 8.9"
         md += ["FP8 GEMM skipped: compute capability < 8.9.", ""]
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_json(args.out / "bench_quant.json", result)
-    (args.out / "bench_quant.md").write_text("\n".join(md) + "\n")
+    write_result(args.out / "bench_quant.json", numbers=result, env=meta, extra={"capability": meta["capability"]},
+                 markdown="\n".join(md) + "\n")
     print("\n".join(md))
     return 0
 

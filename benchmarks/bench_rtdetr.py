@@ -28,20 +28,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
     sys.path.insert(0, str(ROOT))
-BENCH = Path(__file__).resolve().parent
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
 
 import torch  # noqa: E402
+
+from benchmarks._common import md_table, stamp, write_result  # noqa: E402
+from libreyolo.bench.timing import time_wall  # noqa: E402
 
 NC = 80
 DN_SEED = 1234
@@ -87,16 +86,8 @@ def _provider_in_use(net: Any, batch: int, imgsz: int, dtype: torch.dtype, devic
 
 
 def _median_ms(fn: Any, *, warmup: int, iters: int, device: torch.device) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize(device)
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize(device)
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    """Median ms of ``fn`` (synchronised clock) after ``warmup`` calls."""
+    return time_wall(fn, device=device, iters=iters, warmup=warmup)["median_ms"]
 
 
 def _probes(batch: int, imgsz: int, device: torch.device) -> list[torch.Tensor]:
@@ -284,8 +275,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commit", default=None)
     args = ap.parse_args(argv)
 
-    from _common import md_table, stamp, write_json
-
     if not torch.cuda.is_available():
         print("bench_rtdetr.py needs a CUDA GPU (torch sees none)", file=sys.stderr)
         return 2
@@ -338,9 +327,8 @@ def main(argv: list[str] | None = None) -> int:
             print(r, flush=True)
     os.environ.pop("LIBREYOLO_KERNELS", None)
     env = stamp(args.commit)
-    result = {"env": env, "imgsz": args.imgsz, "iters": args.iters, "warmup": args.warmup, "fuse": args.fuse,
+    result = {"imgsz": args.imgsz, "iters": args.iters, "warmup": args.warmup, "fuse": args.fuse,
               "timing": rows, "train_parity": parity, "elapsed_s": round(time.perf_counter() - t0, 1)}
-    write_json(args.out / "bench_rtdetr.json", result)
     cols = ["model", "dtype", "provider", "msda_impl", "batch", "pred_bitwise", "pred_eager_ms", "pred_graph_ms",
             "pred_speedup", "train_eager_ms", "train_seam_ms", "train_speedup", "train_captured_share", "error"]
     pcols = ["model", "imgsz", "batch", "loss0_bitwise", "class", "grad_rel_graph_vs_eager",
@@ -350,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
           "synchronised clock. Prediction: both stages captured. Training: backbone+encoder captured, decoder + "
           "criterion eager.", "", md_table(rows, cols), "", "## Training capture parity (fp32, step 0)", "",
           md_table(parity, pcols), ""]
-    (args.out / "bench_rtdetr.md").write_text("\n".join(md))
+    write_result(args.out / "bench_rtdetr.json", numbers=result, env=env, markdown="\n".join(md))
     print("\n" + md_table(rows, cols))
     print("\n" + md_table(parity, pcols))
     print(f"\nwrote {args.out / 'bench_rtdetr.json'} and .md in {result['elapsed_s']} s")

@@ -6,26 +6,26 @@ warm-up with a synchronised clock of (a) network forward + backward with unit ou
 backward, SGD). Reports the network share of the step, the upper bound on what capturing the
 network alone can gain (SPEC A-2).
 
-Usage (GPU): PYTHONPATH=. python benchmarks/bench_rtmdet_step.py --out $OUT [--sizes t,s] [--batch 8]
-CPU smoke test: PYTHONPATH=. python benchmarks/bench_rtmdet_step.py --out /tmp/b --device cpu \
+Usage (GPU): python3 benchmarks/bench_rtmdet_step.py --out $OUT [--sizes t,s] [--batch 8]
+CPU smoke test: python3 benchmarks/bench_rtmdet_step.py --out /tmp/b --device cpu \
     --sizes t --imgsz 128 --batch 2 --iters 2 --warmup 1 --boxes 4
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import md_table, stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import md_table, stamp, write_result  # noqa: E402
+from libreyolo.bench.timing import time_wall  # noqa: E402
 
 
 def synthetic_batch(b: int, imgsz: int, nc: int, n_boxes: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -45,18 +45,8 @@ def synthetic_batch(b: int, imgsz: int, nc: int, n_boxes: int, device: torch.dev
 
 
 def timed(fn: Callable[[], Any], *, iters: int, warmup: int, device: torch.device) -> float:
-    """Median milliseconds of ``fn`` after ``warmup`` calls."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    """Median milliseconds of ``fn`` after ``warmup`` calls (synchronised clock)."""
+    return time_wall(fn, device=device, iters=iters, warmup=warmup)["median_ms"]
 
 
 def measure(size: str, *, batch: int, imgsz: int, nc: int, n_boxes: int, amp: bool, iters: int, warmup: int,
@@ -143,11 +133,10 @@ def main() -> int:
     cols = ["size", "batch", "imgsz", "boxes_per_img", "amp", "net_fwd_bwd_ms", "assigner_ms", "criterion_fwd_ms",
             "step_ms", "network_share", "assigner_share"]
     env = stamp(args.commit)
-    write_json(args.out / "rtmdet-step.json", {"env": env, "rows": rows})
     table = md_table(rows, cols)
-    (args.out / "rtmdet-step.md").write_text(
+    write_result(args.out / "rtmdet-step.json", numbers={"rows": rows}, env=env, markdown=(
         f"# RTMDet training-step breakdown\n\n{env['gpu']}, torch {env['torch']}, {env['date']}, "
-        f"commit {env['commit']}\n\n{table}\n")
+        f"commit {env['commit']}\n\n{table}\n"))
     print(table)
     return 0
 

@@ -6,7 +6,7 @@ includes warm-up (allocator, cuDNN heuristics); the reported figure is the media
 epochs. images/s = training images per epoch / epoch wall time (synchronised at epoch end by the
 checkpoint write, which is excluded from the timing).
 
-Usage (GPU): PYTHONPATH=. python benchmarks/bench_train.py --out $OUT [--commit SHA]
+Usage (GPU): python3 benchmarks/bench_train.py --out $OUT [--commit SHA]
              [--n-train 400] [--epochs 3] [--batches 8 16] [--workers 8]
 """
 
@@ -22,8 +22,10 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import md_table, stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import md_table, stamp, write_result  # noqa: E402
 
 
 def run_arm(*, data: Path, batch: int, epochs: int, workers: int, out: Path, imgsz: int,
@@ -69,7 +71,8 @@ def main() -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     data = ensure_shapes_dataset(n_train=args.n_train, n_val=16, imgsz=args.imgsz, seed=0)  # the default cache dir
-    rows = []
+    rows: list[dict[str, Any]] = []
+    numbers = {"model": "yolo9-t", "dataset": "shapes", "amp": "float16", "rows": rows}
     for b in args.batches:
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
@@ -79,15 +82,14 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - keep the other arm's numbers
             logging.exception("arm batch=%d failed", b)
             rows.append({"batch": b, "error": f"{type(e).__name__}: {e}"})
-        write_json(args.out / "bench_train.json", {"stamp": stamp(args.commit), "model": "yolo9-t",
-                                                   "dataset": "shapes", "amp": "float16", "rows": rows})
+        write_result(args.out / "bench_train.json", numbers=numbers, commit=args.commit)  # partial results survive
     st = stamp(args.commit)
     cols = ["batch", "imgsz", "images", "epoch_s", "images_per_s", "ms_per_iter", "first_epoch_s", "peak_mem_gib"]
     md = (f"# Training throughput: yolo9-t, shapes, {args.imgsz} px, AMP float16\n\n"
           f"GPU {st['gpu']}, torch {st['torch']}, CUDA {st['cuda']}, {st['date']}, commit {st['commit']}.\n"
           f"Whole epochs through the trainer (data loading with mosaic, {args.workers} workers; validation off); "
           f"median of epochs 2..{args.epochs}.\n\n" + md_table(rows, cols) + "\n")
-    (args.out / "bench_train.md").write_text(md)
+    write_result(args.out / "bench_train.json", numbers=numbers, env=st, markdown=md)
     print(md)
 
 

@@ -7,24 +7,25 @@ scaler update, EMA update. Reported: fastest and median of 24 steps after warm-u
 clock), the network share of an eager step (forward+backward alone over the full step), and peak
 memory per arm.
 
-Usage (GPU): PYTHONPATH=. python benchmarks/bench_train_graph.py --out $OUT [--model LibreYOLO9t.pt]
+Usage (GPU): python3 benchmarks/bench_train_graph.py --out $OUT [--model LibreYOLO9t.pt]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import make_train_step, md_table, stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import make_train_step, md_table, stamp, write_result  # noqa: E402
+from libreyolo.bench.timing import time_wall  # noqa: E402
 
 STEPS, WARMUP = 24, 10
 
@@ -56,32 +57,20 @@ def arm(name: str, *, graph: bool, batch: int, imgsz: int, amp: bool) -> dict[st
 
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()  # before warm-up: the graph arm's capture pool counts too
-    for _ in range(WARMUP):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(STEPS):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
+    t = time_wall(step, device=device, iters=STEPS, warmup=WARMUP)
     peak = torch.cuda.max_memory_allocated() / 2**20
     reserved = torch.cuda.max_memory_reserved() / 2**20
-    res = {"graph": graph, "batch": batch, "imgsz": imgsz, "amp": amp, "fastest_ms": min(times),
-           "median_ms": statistics.median(times), "peak_mib": peak, "peak_reserved_mib": reserved, "capture": graphs.info()}
+    res = {"graph": graph, "batch": batch, "imgsz": imgsz, "amp": amp, "fastest_ms": t["min_ms"],
+           "median_ms": t["median_ms"], "peak_mib": peak, "peak_reserved_mib": reserved, "capture": graphs.info()}
     if not graph:  # network share: forward + backward alone, eager
-        outs_times = []
-        for _ in range(STEPS):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
+        def fwd_bwd() -> None:
             with torch.autocast("cuda", dtype=amp_dtype or torch.float32, enabled=amp):
                 preds = net(data["img"])
             torch.autograd.backward(preds, [torch.ones_like(p) for p in preds])
-            torch.cuda.synchronize()
-            outs_times.append((time.perf_counter() - t0) * 1e3)
-        res["network_fwd_bwd_fastest_ms"] = min(outs_times)
-        res["network_share"] = min(outs_times) / min(times)
+
+        net_fastest = time_wall(fwd_bwd, device=device, iters=STEPS, warmup=0)["min_ms"]
+        res["network_fwd_bwd_fastest_ms"] = net_fastest
+        res["network_share"] = net_fastest / t["min_ms"]
     return res
 
 
@@ -125,18 +114,17 @@ def main() -> None:
                 row["peak_ratio"] = g["peak_mib"] / e["peak_mib"]
             rows.append(row)
             print({k: row.get(k) for k in ("batch", "amp", "eager_fastest_ms", "graph_fastest_ms", "speedup_fastest", "network_share", "peak_ratio")}, flush=True)
-    result = {"environment": stamp(args.commit), "steps": STEPS, "warmup": WARMUP, "rows": rows}
-    write_json(args.out / "bench_train_graph.json", result)
+    env = stamp(args.commit)
     fmt = []
     for r in rows:
         fmt.append({k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in r.items() if k not in ("graph_capture", "errors")})
-    env = result["environment"]
     md = (f"# Training step: eager vs CUDA graph\n\n{env['gpu']} · torch {env['torch']} · {env['date']} · commit {env['commit']}\n\n"
           "Fastest and median of 24 full training steps after 10 warm-up steps, one process per arm, one real batch replayed.\n\n"
           + md_table(fmt, ["model", "batch", "amp", "imgsz", "eager_fastest_ms", "graph_fastest_ms", "speedup_fastest",
                            "eager_median_ms", "graph_median_ms", "speedup_median", "network_share", "eager_peak_mib",
                            "graph_peak_mib", "peak_ratio"]) + "\n")
-    (args.out / "bench_train_graph.md").write_text(md)
+    write_result(args.out / "bench_train_graph.json", numbers={"steps": STEPS, "warmup": WARMUP, "rows": rows},
+                 env=env, markdown=md)
     print(md)
 
 

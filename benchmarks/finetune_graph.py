@@ -4,7 +4,7 @@ Two processes, one per arm, each running ``model.train(...)`` from the bundled d
 a 640 px ``shapes`` subset with identical settings and seed; reports wall time, final mAP50-95 and
 the per-epoch losses side by side.
 
-Usage (GPU): PYTHONPATH=. python benchmarks/finetune_graph.py --out $OUT [--epochs 20] [--commit SHA]
+Usage (GPU): python3 benchmarks/finetune_graph.py --out $OUT [--epochs 20] [--commit SHA]
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import md_table, stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import md_table, stamp, write_result  # noqa: E402
 
 
 def arm(*, graph: bool, out: Path, epochs: int, batch: int, imgsz: int, n_train: int, n_val: int) -> dict[str, Any]:
@@ -68,11 +70,12 @@ def main() -> None:
         arms[name] = json.loads(line[0][7:]) if line else {"error": p.stderr[-2000:]}
         print(name, {k: arms[name].get(k) for k in ("wall_s", "final", "error")}, flush=True)
     e, g = arms["eager"], arms["graph"]
-    summary: dict[str, Any] = {"environment": stamp(args.commit), "settings": vars(args) | {"out": str(args.out)}, "arms": arms}
+    env = stamp(args.commit)
+    settings = vars(args) | {"out": str(args.out)}
+    summary: dict[str, Any] = {"arms": arms}
     if "wall_s" in e and "wall_s" in g:
         summary["speedup"] = e["wall_s"] / g["wall_s"]
         summary["map_delta"] = g["final"].get("mAP50-95", 0) - e["final"].get("mAP50-95", 0)
-    write_json(args.out / "finetune_graph.json", summary)
     rows = []
     for re_, rg in zip(e.get("epochs", []), g.get("epochs", []), strict=False):
         row = {"epoch": re_.get("epoch")}
@@ -81,7 +84,6 @@ def main() -> None:
                 row[f"eager {k}"] = re_[k]
                 row[f"graph {k}"] = rg.get(k)
         rows.append(row)
-    env = summary["environment"]
     md = (f"# Fine-tune: eager vs --cuda-graph\n\n{env['gpu']} · torch {env['torch']} · {env['date']} · commit {env['commit']}\n\n"
           f"yolo9-t from the demo checkpoint, shapes subset ({args.n_train} train / {args.n_val} val) at {args.imgsz} px, "
           f"batch {args.batch}, {args.epochs} epochs, AMP, seed 0, one process per arm.\n\n"
@@ -90,7 +92,7 @@ def main() -> None:
           f"| graph | {g.get('wall_s', float('nan')):.1f} | {g.get('final', {}).get('mAP50-95', float('nan')):.4f} |\n\n"
           f"Speed-up: {summary.get('speedup', float('nan')):.3f}x\n\n## Per epoch\n\n"
           + (md_table(rows, list(rows[0].keys())) if rows else "(no rows)") + "\n")
-    (args.out / "finetune_graph.md").write_text(md)
+    write_result(args.out / "finetune_graph.json", numbers=summary, env=env, extra={"settings": settings}, markdown=md)
     print(md)
 
 

@@ -15,7 +15,7 @@ Detection families get a synthetic detection batch; classification families (cap
 ``OUTPUT_KIND == "probs"``) a batch of images and one class id per image. Each step starts from
 the same RNG seed, so dropout / stochastic-depth masks are drawn alike in the two eager runs.
 
-Usage (GPU): PYTHONPATH=. python benchmarks/parity_train.py --out $OUT [--sizes t,s] [--commit SHA]
+Usage (GPU): python3 benchmarks/parity_train.py --out $OUT [--sizes t,s] [--commit SHA]
              [--families resnet,convnext] [--merge docs/cuda-graph-training-parity.json]
 """
 
@@ -30,8 +30,10 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import md_table, stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import md_table, stamp, write_json  # noqa: E402
 
 
 def synthetic_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.device) -> dict[str, Any]:

@@ -7,7 +7,7 @@ waiting for the GPU shows up in the synchronising calls (``item``, ``cpu``), tim
 data in the loader's ``__next__``. Writes ``profile_<arm>.txt`` (top functions by cumulative
 and by own time) and ``profile_train_loop.json`` (epoch times and the few named buckets).
 
-Usage (GPU): PYTHONPATH=. python benchmarks/profile_train_loop.py --out $OUT [--commit SHA]
+Usage (GPU): python3 benchmarks/profile_train_loop.py --out $OUT [--commit SHA]
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import write_result  # noqa: E402
 
 BUCKETS = {  # substring of a profiled function's name -> bucket
     "dataloader.py:__next__": "data wait (loader __next__)",
@@ -92,9 +94,8 @@ def main() -> None:
     rows = [run(graph=g, out=args.out, batch=args.batch, n_train=args.n_train, workers=args.workers,
                 device=args.device, imgsz=args.imgsz)
             for g in (False, True)]
-    write_json(args.out / "profile_train_loop.json", {"environment": stamp(args.commit), "batch": args.batch,
-                                                      "note": "cProfile host times (profiling slows Python)",
-                                                      "rows": rows})
+    write_result(args.out / "profile_train_loop.json", commit=args.commit,
+                 numbers={"batch": args.batch, "note": "cProfile host times (profiling slows Python)", "rows": rows})
     for r in rows:
         print(("graph" if r["graph"] else "eager"), r["ms_per_iter_epoch2"], "ms/iter (profiled epoch)")
         for k, v in r["buckets_ms_per_iter"].items():

@@ -12,7 +12,7 @@ Writes to --out, after EVERY epoch (so a crash or timeout still leaves results):
 and at the end: metrics.json (final validation by ``model.val``, environment stamp, timings),
 command.txt (the exact command), results.png, train_demo.md (summary).
 
-Usage (GPU): PYTHONPATH=. python benchmarks/train_demo.py --out $OUT [--epochs 80] [--time-limit 300]
+Usage (GPU): python3 benchmarks/train_demo.py --out $OUT [--epochs 80] [--time-limit 300]
              [--batch 64] [--imgsz 320] [--workers 8] [--commit SHA]
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shlex
 import shutil
 import sys
 import time
@@ -30,8 +29,10 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import md_table, stamp, write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks._common import command_line, md_table, stamp, write_json, write_result  # noqa: E402
 
 log = logging.getLogger("train_demo")
 
@@ -73,7 +74,7 @@ def main() -> None:
         sys.exit("train_demo.py needs a CUDA GPU")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    command = "PYTHONPATH=. python " + " ".join(shlex.quote(a) for a in sys.argv)
+    command = command_line()
     (out / "command.txt").write_text(command + "\n")
     t_all = time.perf_counter()
 
@@ -103,8 +104,7 @@ def main() -> None:
     trainer.callbacks.append(lambda t, row: _copy_partial(t.save_dir, out, row))
 
     plain_stamp = json.loads(json.dumps(stamp(args.commit), default=str))  # plain types: weights_only-loadable
-    summary: dict[str, Any] = {"stamp": plain_stamp, "command": command, "train_overrides": overrides,
-                               "dataset_generation_s": round(gen_s, 1)}
+    summary: dict[str, Any] = {"train_overrides": overrides, "dataset_generation_s": round(gen_s, 1)}
     t0 = time.perf_counter()
     try:
         result = trainer.fit()
@@ -112,7 +112,7 @@ def main() -> None:
     except Exception as e:  # noqa: BLE001 - record what happened; partial results are already in --out
         log.exception("training failed")
         summary["train_error"] = f"{type(e).__name__}: {e}"
-        write_json(out / "metrics.json", summary)
+        write_result(out / "metrics.json", numbers=summary, command=command, env=plain_stamp)
         raise
     summary["train_s"] = round(time.perf_counter() - t0, 1)
 
@@ -136,12 +136,12 @@ def main() -> None:
         src = Path(trainer.save_dir) / name
         if src.is_file():
             shutil.copyfile(src, out / name)
-    write_json(out / "metrics.json", summary)
+    write_result(out / "metrics.json", numbers=summary, command=command, env=plain_stamp)
     row = {"model": "yolo9-t", "imgsz": args.imgsz, "epochs": result.get("epochs"),
            "mAP50-95": round(metrics.get("mAP50-95", float("nan")), 4), "mAP50": round(metrics.get("mAP50", float("nan")), 4),
            "P": round(metrics.get("precision", float("nan")), 4), "R": round(metrics.get("recall", float("nan")), 4),
            "train_s": summary["train_s"], "weights_mb": round(size_mb, 2)}
-    st = summary["stamp"]
+    st = plain_stamp
     md = (f"# Demo checkpoint LibreYOLO9t.pt (yolo9-t on shapes)\n\nGPU {st['gpu']}, torch {st['torch']}, "
           f"{st['date']}, commit {st['commit']}.\n\nCommand: `{command}`\n\n"
           + md_table([row], list(row)) + "\n")

@@ -17,7 +17,7 @@ def assert_seam_step_zero_matches_eager(fam: type, size: str) -> Any:
     floor for when eager happens to repeat exactly. Single tensors are not compared relatively: the
     bias of a BatchNorm that feeds another BatchNorm has a gradient of pure cancellation noise.
     """
-    from bench_rtdetr import TrainArm, _max_rel, _synthetic_batch, global_rel
+    from benchmarks.bench_rtdetr import TrainArm, _max_rel, _synthetic_batch, global_rel
 
     dev = torch.device("cuda", 0)
     data = _synthetic_batch(BATCH, IMGSZ, dev)

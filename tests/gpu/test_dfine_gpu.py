@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 pytestmark = pytest.mark.cuda
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 IMGSZ, BATCH = 320, 2
 
@@ -28,9 +24,8 @@ def _portable(monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.parametrize("family", ["dfine", "deim"])
 @pytest.mark.parametrize("amp", [None, torch.float16], ids=["fp32", "fp16"])
 def test_predict_capture_is_bitwise(family: str, size: str, amp: torch.dtype | None) -> None:
-    from bench_dfine import families
-    from bench_rtdetr import _probes
-
+    from benchmarks.bench_dfine import families
+    from benchmarks.bench_rtdetr import _probes
     from libreyolo.graphs.runner import PredictGraphs
 
     dev = torch.device("cuda", 0)
@@ -48,15 +43,16 @@ def test_predict_capture_is_bitwise(family: str, size: str, amp: torch.dtype | N
 
 @pytest.mark.parametrize("family", ["dfine", "deim"])
 def test_train_seam_step_zero_matches_eager(family: str) -> None:
-    from bench_dfine import families
     from seam_checks import assert_seam_step_zero_matches_eager
+
+    from benchmarks.bench_dfine import families
 
     assert_seam_step_zero_matches_eager(families()[family], "n")
 
 
 def test_train_with_an_empty_batch_on_gpu() -> None:
-    from bench_dfine import families
-    from bench_rtdetr import TrainArm
+    from benchmarks.bench_dfine import families
+    from benchmarks.bench_rtdetr import TrainArm
 
     dev = torch.device("cuda", 0)
     arm = TrainArm(families()["deim"], "n", device=dev, amp=None, graph=False)

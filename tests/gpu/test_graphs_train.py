@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,12 +12,10 @@ from torch import nn
 from libreyolo.graphs.training import TrainGraphs
 
 pytestmark = pytest.mark.cuda
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 
 def _model_and_batches(imgsz: int = 128, batch: int = 4):
-    from parity_train import synthetic_batch
-
+    from benchmarks.parity_train import synthetic_batch
     from libreyolo import LibreYOLO
 
     torch.manual_seed(0)

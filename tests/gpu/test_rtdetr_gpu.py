@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 pytestmark = pytest.mark.cuda
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 IMGSZ, BATCH = 320, 2
 
@@ -27,8 +23,7 @@ def _portable(monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.parametrize("family", ["rtdetr", "rtdetrv2"])
 @pytest.mark.parametrize("amp", [None, torch.float16], ids=["fp32", "fp16"])
 def test_predict_capture_is_bitwise(family: str, amp: torch.dtype | None) -> None:
-    from bench_rtdetr import _families, _probes
-
+    from benchmarks.bench_rtdetr import _families, _probes
     from libreyolo.graphs.runner import PredictGraphs
 
     dev = torch.device("cuda", 0)
@@ -46,15 +41,16 @@ def test_predict_capture_is_bitwise(family: str, amp: torch.dtype | None) -> Non
 
 @pytest.mark.parametrize("family", ["rtdetr", "rtdetrv2"])
 def test_train_seam_step_zero_matches_eager(family: str) -> None:
-    from bench_rtdetr import _families
     from seam_checks import assert_seam_step_zero_matches_eager
+
+    from benchmarks.bench_rtdetr import _families
 
     seam = assert_seam_step_zero_matches_eager(_families()[family], "r18")
     assert seam.tg.info()["graphs"][0]["replays"] >= 2
 
 
 def test_train_seam_with_an_empty_batch() -> None:
-    from bench_rtdetr import TrainArm, _families
+    from benchmarks.bench_rtdetr import TrainArm, _families
 
     dev = torch.device("cuda", 0)
     arm = TrainArm(_families()["rtdetr"], "r18", device=dev, amp=torch.float16, graph=True)

@@ -3,26 +3,10 @@ several runs without losing or doubling rows."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import torch
 
+from benchmarks import parity_train
 from libreyolo.registry import families
-
-BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
-
-
-def _load():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("parity_train_combine_under_test", BENCH / "parity_train.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCH))
 
 
 def _doc(commit: str, rows: list[dict]) -> dict:
@@ -31,7 +15,7 @@ def _doc(commit: str, rows: list[dict]) -> dict:
 
 
 def test_later_rows_replace_earlier_ones_and_keep_their_commit():
-    mod = _load()
+    mod = parity_train
     old = _doc("aaa", [{"family": "f", "size": "s", "dtype": "float16", "pass": False},
                        {"family": "f", "size": "s", "dtype": "float32", "pass": True},
                        {"family": "g", "size": "n", "dtype": "float32", "pass": True}])
@@ -47,13 +31,13 @@ def test_later_rows_replace_earlier_ones_and_keep_their_commit():
 
 
 def test_a_row_that_carries_its_commit_keeps_it():
-    mod = _load()
+    mod = parity_train
     out = mod.combine([_doc("ccc", [{"family": "f", "size": "s", "dtype": "float32", "commit": "zzz"}])])
     assert out["rows"][0]["commit"] == "zzz"
 
 
 def test_classify_batch_feeds_the_family_criterion():
-    mod = _load()
+    mod = parity_train
     b = mod.classify_batch(batch=4, imgsz=32, nc=6, seed=1, device=torch.device("cpu"))
     assert b["img"].shape == (4, 3, 32, 32) and b["cls"].shape == (4,) and int(b["cls"].max()) < 6
     assert torch.equal(b["cls"], mod.classify_batch(batch=4, imgsz=32, nc=6, seed=1, device=torch.device("cpu"))["cls"])

@@ -148,12 +148,7 @@ def test_loss_gains_and_perfect_box_prediction():
 def test_training_after_an_inference_mode_call_reuses_caches_safely():
     """The anchor and gain caches filled under inference_mode (e.g. a validation loss) must not
     hand inference tensors to a later training step."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from test_yolo9_loss_speed import NET, make_batch, make_preds
-
+    from benchmarks.references.yolo9_loss import NET, make_batch, make_preds
     from libreyolo.models.yolo9.loss import YOLO9Loss
 
     crit = YOLO9Loss(NET)

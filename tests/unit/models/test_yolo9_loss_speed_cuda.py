@@ -3,25 +3,16 @@ where documented: never with labels on the CPU, once (padding size) with labels 
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from benchmarks.references.yolo9_loss import NET, make_batch, make_preds, make_reference
 from libreyolo.models.yolo9.loss import YOLO9Loss
-
-# the frozen reference and batch generators, loaded by path (the test tree is not a package)
-_spec = importlib.util.spec_from_file_location("_yolo9_loss_speed_ref",
-                                              Path(__file__).with_name("test_yolo9_loss_speed.py"))
-assert _spec is not None and _spec.loader is not None
-_ref = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_ref)
-NET, make_batch, make_preds, make_reference = _ref.NET, _ref.make_batch, _ref.make_preds, _ref.make_reference
 
 pytestmark = pytest.mark.cuda
 IMGSZ = 160

@@ -1,0 +1,1 @@
+"""Frozen reference implementations that tests and benchmarks compare against."""
