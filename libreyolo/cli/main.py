@@ -39,7 +39,7 @@ def entrypoint(argv: list[str] | None = None) -> int:
     except LibreYOLOError as e:
         if debug:
             traceback.print_exc()
-        _error(str(e))
+        _error(str(e) or type(e).__name__)
         return e.exit_code
     except NotImplementedError as e:  # e.g. cuda_graph=true on a family that has not opted in (G-5)
         if debug:
@@ -69,7 +69,8 @@ def entrypoint(argv: list[str] | None = None) -> int:
 
 
 def _error(message: str) -> None:
-    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    text = " ".join(message.split()) or "the operation failed without saying why (rerun with --debug)"
+    print(f"{PROG}: error: {text}", file=sys.stderr)
 
 
 def _main(argv: list[str]) -> int:

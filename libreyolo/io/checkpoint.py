@@ -14,9 +14,14 @@ mid-save never leaves a truncated checkpoint behind.
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
+import re
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,29 +33,110 @@ from ..errors import CheckpointError
 if TYPE_CHECKING:
     from ..models._base.family import Family
 
+logger = logging.getLogger(__name__)
+
 FORMAT = 1
 REQUIRED_META = ("family", "size", "task", "nc", "names")
 
 
 def atomic_save(obj: Any, path: Path) -> Path:
-    """``torch.save`` to ``path`` through a temporary file + fsync + rename."""
+    """``torch.save`` to ``path`` through a temporary file + fsync + rename.
+
+    The previous ``path`` stays intact until the rename, whatever happens before it (a kill, a
+    full disk). Partial files left by an interrupted earlier save are removed first, with a
+    warning that says so (:func:`remove_stale_partials`).
+
+    Raises:
+        CheckpointError: the file cannot be written (no space left, read-only folder, ...); the
+            message says whether a previous ``path`` is still there.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    return _atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def _atomic_write(path: Path, write: Any) -> Path:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_partials(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise _write_error(path, e) from e
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; checkpoints are ordinary files
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
         _fsync_dir(path.parent)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise _write_error(path, e) from e
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _write_error(path: Path, e: OSError) -> CheckpointError:
+    why = "no space left on the device" if e.errno == errno.ENOSPC else (e.strerror or str(e) or type(e).__name__)
+    kept = (f"the previous {path.name} is unchanged" if path.is_file()
+            else f"no earlier {path.name} existed, so nothing was lost")
+    return CheckpointError(f"cannot write checkpoint '{path}' ({why}); {kept}; "
+                           "free disk space or choose another folder and save again.")
+
+
+def remove_stale_partials(path: Path, *, max_age_s: float = 600.0) -> list[Path]:
+    """Remove ``.<name>.*.tmp`` files that an interrupted save of ``path`` left next to it.
+
+    A partial file is stale when the process that wrote it (its pid is in the name) is gone, or,
+    for names without a pid, when it was not modified for ``max_age_s`` seconds; a save still
+    running in another process is left alone. Logs one warning naming what was removed.
+
+    Example:
+        >>> remove_stale_partials(Path("/tmp/no-such-dir/last.pt"))
+        []
+    """
+    path = Path(path)
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(?:(\d+)\.)?[^.]+\.tmp$")
+    removed: list[Path] = []
+    try:
+        candidates = list(path.parent.iterdir())
+    except OSError:
+        return removed
+    now = time.time()
+    for p in candidates:
+        m = pattern.match(p.name)
+        if m is None:
+            continue
+        pid = int(m.group(1)) if m.group(1) else None
+        try:
+            if pid is not None:
+                if pid == os.getpid() or _pid_alive(pid):
+                    continue
+            elif now - p.stat().st_mtime < max_age_s:
+                continue
+            size = p.stat().st_size
+            p.unlink()
+        except OSError:
+            continue
+        removed.append(p)
+        logger.warning("removed %s (%.1f MB), a partial checkpoint left by an interrupted save; %s", p.name,
+                       size / 1e6, f"the last complete {path.name} is intact" if path.is_file()
+                       else f"no complete {path.name} had been written before")
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -95,32 +181,80 @@ def save_model(model: Family, path: Path, *, extra: dict[str, Any] | None = None
     if extra:
         obj.update(extra)
     if Path(path).suffix == ".safetensors":
-        from safetensors.torch import save_file
+        from safetensors.torch import save as save_bytes
 
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
         meta = {"libreyolo": json.dumps({**obj["libreyolo"], "names": {str(k): v for k, v in model.names.items()}})}
-        tmp = Path(path).with_suffix(".safetensors.tmp")
-        save_file({k: v.contiguous() for k, v in obj["model"].items()}, str(tmp), metadata=meta)
-        os.replace(tmp, path)
-        return Path(path)
+        data = save_bytes({k: v.contiguous() for k, v in obj["model"].items()}, metadata=meta)
+        return _atomic_write(Path(path), lambda f: f.write(data))
     return atomic_save(obj, Path(path))
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint dict without executing code; raise :class:`CheckpointError` if unusable."""
+    """Load a checkpoint dict without executing code; raise :class:`CheckpointError` if unusable.
+
+    Each way a file can be unusable gets one sentence saying what it is and what to do: missing,
+    a directory, empty, truncated or corrupt, not a PyTorch file at all, a checkpoint of another
+    library (pickled Python objects, which are never unpickled here), a plain state dict, or a
+    libreyolo checkpoint with incomplete metadata.
+
+    Example:
+        >>> read_checkpoint("missing.pt")  # doctest: +SKIP
+        CheckpointError: checkpoint 'missing.pt' does not exist; check the path.
+    """
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint '{path}' is a directory, not a file; pass the .pt file inside it "
+                              "(e.g. runs/detect/train/weights/best.pt).")
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {str(path)!r} does not exist")
+        raise CheckpointError(f"checkpoint '{path}' does not exist; check the path.")
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint '{path}' ({e.strerror or e}).") from e
+    if size == 0:
+        raise CheckpointError(f"checkpoint '{path}' is empty (0 bytes), so it was never written completely; "
+                              "use another copy or save or download it again.")
     if path.suffix == ".safetensors":
         return _read_safetensors(path)
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means an unusable file
-        raise CheckpointError(
-            f"cannot read checkpoint {str(path)!r}: {type(e).__name__}: {str(e).splitlines()[0][:200]} "
-            "(corrupt, truncated, or not a libreyolo checkpoint)"
-        ) from e
+    except Exception as e:  # noqa: BLE001 - every unpickling failure becomes one sentence below
+        logger.debug("torch.load(%s) failed: %s: %s", path, type(e).__name__, e)
+        raise CheckpointError(_describe_load_failure(path, e)) from e
     return validate_checkpoint(obj, str(path))
+
+
+_ZIP_MAGIC = b"PK\x03\x04"
+_GLOBAL = re.compile(r"GLOBAL ([A-Za-z_][\w.]*)")
+
+
+def _describe_load_failure(path: Path, e: Exception) -> str:
+    """One sentence for a failed ``torch.load(weights_only=True)`` (never torch's own advice)."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    msg = str(e)
+    found = _GLOBAL.search(msg)
+    if found:
+        name = found.group(1)
+        lib = name.split(".", 1)[0]
+        if lib == "ultralytics":
+            origin = "an Ultralytics checkpoint"
+        elif lib in sys.stdlib_module_names or lib == "__main__":
+            origin = "a file"
+        else:
+            origin = f"a checkpoint of another library ({lib})"
+        return (f"'{path}' is {origin} that stores pickled Python objects ({name}), which libreyolo never "
+                "unpickles because that can run code; libreyolo cannot load it, so start from a libreyolo "
+                "checkpoint, or load matching tensors with model.load_weights(state_dict).")
+    if head == _ZIP_MAGIC or isinstance(e, EOFError):
+        return (f"checkpoint '{path}' is truncated or corrupt ({path.stat().st_size} bytes that do not form "
+                "a complete PyTorch file), probably from an interrupted copy or save; use another copy "
+                "or save or download it again.")
+    if head[:1] != b"\x80":  # neither a zip archive (torch.save) nor a pickle
+        return (f"'{path}' is not a PyTorch checkpoint (it does not start like a file written by "
+                "torch.save); check that the path names a .pt weights file.")
+    return (f"'{path}' is a Python pickle that is not a readable PyTorch checkpoint (corrupt, or written "
+            "by another tool); use a checkpoint saved by libreyolo.")
 
 
 def _read_safetensors(path: Path) -> dict[str, Any]:
@@ -131,22 +265,46 @@ def _read_safetensors(path: Path) -> dict[str, Any]:
             meta = json.loads((f.metadata() or {}).get("libreyolo", "null"))
             sd = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as e:  # noqa: BLE001
-        raise CheckpointError(f"cannot read safetensors file {str(path)!r}: {e}") from e
+        logger.debug("safe_open(%s) failed: %s: %s", path, type(e).__name__, e)
+        raise CheckpointError(f"'{path}' is not a readable safetensors file (truncated, corrupt, or another "
+                              "format with a .safetensors name); use another copy or save it again.") from e
     if meta is None:
-        raise CheckpointError(f"{str(path)!r} has no 'libreyolo' metadata: not a libreyolo checkpoint")
+        raise CheckpointError(f"'{path}' has no 'libreyolo' metadata, so it is not a libreyolo checkpoint; "
+                              "load its tensors with model.load_weights(safetensors.torch.load_file(path)).")
     meta["names"] = {int(k): v for k, v in meta.get("names", {}).items()}
     return validate_checkpoint({"libreyolo": meta, "model": sd}, str(path))
 
 
 def validate_checkpoint(obj: Any, where: str) -> dict[str, Any]:
-    if not isinstance(obj, dict) or "libreyolo" not in obj or "model" not in obj:
-        raise CheckpointError(f"{where!r} is not a libreyolo checkpoint (no 'libreyolo' metadata / 'model' weights)")
+    """Check the checkpoint contract (module docstring); one-sentence :class:`CheckpointError` if not."""
+    if isinstance(obj, torch.Tensor):
+        raise CheckpointError(f"'{where}' holds a single tensor, not a libreyolo checkpoint; "
+                              "save a model with model.save(path).")
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"'{where}' holds a {type(obj).__name__}, not a libreyolo checkpoint; "
+                              "save a model with model.save(path).")
+    if "libreyolo" not in obj:
+        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            raise CheckpointError(
+                f"'{where}' is a plain state dict ({len(obj)} tensors without libreyolo metadata), so the "
+                "architecture is unknown; build the model, e.g. LibreYOLO('LibreYOLO9t.pt', pretrained=False, "
+                "nc=...), then call model.load_weights(torch.load(path, weights_only=True)).")
+        keys = ", ".join(sorted(map(str, obj))[:5]) or "none"
+        raise CheckpointError(
+            f"'{where}' is not a libreyolo checkpoint (it has no 'libreyolo' metadata; its keys are {keys}), "
+            "probably one written by another library; start from a libreyolo checkpoint, or load matching "
+            "tensors with model.load_weights(state_dict).")
+    if "model" not in obj:
+        raise CheckpointError(f"libreyolo checkpoint '{where}' has no 'model' weights; save it again.")
     meta = obj["libreyolo"]
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"libreyolo checkpoint '{where}' has unreadable metadata; save it again.")
     missing = [k for k in REQUIRED_META if k not in meta]
     if missing:
-        raise CheckpointError(f"checkpoint {where!r} metadata lacks {', '.join(missing)}")
+        raise CheckpointError(f"checkpoint '{where}' metadata lacks {', '.join(missing)}; save it again "
+                              "with this version of libreyolo.")
     if not isinstance(obj["model"], dict) or not all(isinstance(v, torch.Tensor) for v in obj["model"].values()):
-        raise CheckpointError(f"checkpoint {where!r}: 'model' is not a dict of tensors")
+        raise CheckpointError(f"checkpoint '{where}': 'model' is not a dict of tensors; save it again.")
     return obj
 
 

@@ -48,6 +48,16 @@ def find_weights(name: str) -> Path:
     p = Path(name).expanduser()
     if p.is_file():
         return p
+    if p.is_dir():
+        found = sorted(q.name for q in p.glob("*.pt"))[:3] + sorted(q.name for q in p.glob("*/*.pt"))[:3]
+        hint = f" (it holds {', '.join(found)})" if found else ""
+        raise CheckpointError(f"model path '{p}' is a directory, not a weights file{hint}; pass the .pt file, "
+                              "e.g. runs/detect/train/weights/best.pt.")
+    if _is_path(name):
+        base = p.name
+        raise CheckpointError(
+            f"weights file '{p}' does not exist (checked on disk only: a path with folders is never looked up "
+            f"on the Hub); check the path, or pass just the name, e.g. {base!r}, to use bundled or Hub weights.")
     tried.append(f"local path {str(p)!r} (not found)")
     base = p.name
     extra = env.get("LIBREYOLO_WEIGHTS_DIR")
@@ -78,3 +88,8 @@ def find_weights(name: str) -> Path:
         + f". To build an untrained model instead use LibreYOLO({base!r}, pretrained=False)"
         " (CLI: pretrained=false)."
     )
+
+
+def _is_path(name: str) -> bool:
+    """A name with folders (``runs/x.pt``, ``./x.pt``, ``~/x.pt``) names a local file, never Hub weights."""
+    return "/" in name or "\\" in name or name.startswith(("~", "."))
