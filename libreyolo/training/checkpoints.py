@@ -4,23 +4,32 @@ A mixin of :class:`libreyolo.training.trainer.Trainer`. ``last.pt`` is written e
 full training state (network, optimizer, EMA, scaler, schedule, counters) so that ``resume=True``
 continues where the run stopped; ``best.pt`` holds the EMA weights and metrics only. Both go
 through :func:`libreyolo.io.checkpoint.save_model` (temporary file, fsync, rename), so a kill
-mid-save never leaves a corrupt file.
+mid-save never leaves a corrupt file; the temporary files a kill leaves behind
+(``.last.pt.*.tmp``) are removed at the start of the next save or resume.
+
+Resume reproduces the uninterrupted run exactly (bit for bit on the CPU) at epoch boundaries,
+because an epoch boundary is a clean cut: every epoch ends with an optimizer step (no gradient is
+carried into the next epoch), the sampler and the augmentation are functions of
+``(seed, epoch, index)``, and ``last.pt`` holds everything else the next epoch reads: network,
+optimizer, EMA (with its update count), gradient scaler, the optimizer-step counter, the early-stop
+counter and the Python, NumPy, torch (CPU and CUDA) and loader-generator random states.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import torch
 from torch import Tensor, nn
 
 from .config import TrainConfig, resolve_resume
 
 if TYPE_CHECKING:
-    import torch
-
     from ..models._base.family import Family
     from .ema import ModelEMA
 
@@ -47,7 +56,9 @@ class CheckpointMixin:
     def _resume_checkpoint(self) -> dict[str, Any]:
         """Every rank reads the checkpoint (rank 0 alone writes them)."""
         self.resume_path, ckpt, self.cfg = resolve_resume(self.cfg, self.explicit)
-        logger.info("resuming %s from epoch %d", self.resume_path, int(ckpt["train_state"]["epoch"]) + 2)
+        remove_stale_tmp(self.resume_path.parent)
+        logger.info("resuming %s from epoch %d of %d", self.resume_path, int(ckpt["train_state"]["epoch"]) + 2,
+                    self.cfg.epochs)
         return ckpt
 
     def _load_train_state(self, st: dict[str, Any]) -> None:
@@ -60,6 +71,24 @@ class CheckpointMixin:
         self.best_fitness = float(st.get("best_fitness", -math.inf))
         self.best_metrics = dict(st.get("best_metrics") or {})
         self.last_opt_step = int(st.get("last_opt_step", -1))
+        self.stale = int(st.get("stale", 0))
+        self._saved_rng = st.get("rng")  # restored by _restore_rng() at the end of setup
+
+    def _restore_rng(self) -> None:
+        """Put back the random states saved with the epoch (after everything setup draws)."""
+        rng = getattr(self, "_saved_rng", None)
+        if not rng:
+            return
+        random.setstate((rng["python"][0], tuple(rng["python"][1]), rng["python"][2]))
+        np.random.set_state(("MT19937", rng["numpy"]["key"].numpy().astype(np.uint32), int(rng["numpy"]["pos"]),
+                             int(rng["numpy"]["has_gauss"]), float(rng["numpy"]["cached_gaussian"])))
+        torch.set_rng_state(rng["torch"])
+        if rng.get("cuda") and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+        gen = getattr(getattr(self, "train_loader", None), "generator", None)
+        if gen is not None and rng.get("loader") is not None:
+            gen.set_state(rng["loader"])
+        self._saved_rng = None
 
     def _weights(self) -> dict[str, Tensor]:
         return (self.ema.module if self.ema is not None else self.net).state_dict()
@@ -77,9 +106,55 @@ class CheckpointMixin:
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
             "last_opt_step": self.last_opt_step,
+            "stale": int(getattr(self, "stale", 0)),
+            "rng": rng_state(getattr(getattr(self, "train_loader", None), "generator", None)),
             "schedule": {"epochs": self.cfg.epochs, "lrf": self.cfg.lrf, "cos": self.cfg.cos_lr},
         }
         weights = self._weights()
+        remove_stale_tmp(self.wdir)  # the writer also does this per file where io.checkpoint supports it
         save_model(self.model, self.wdir / "last.pt", state_dict=weights, extra={**common, "train_state": state})
         if best:
             save_model(self.model, self.wdir / "best.pt", state_dict=weights, extra=common)
+        self.saved_epochs = epoch + 1
+
+
+def rng_state(loader_generator: torch.Generator | None = None) -> dict[str, Any]:
+    """Python, NumPy, torch (CPU, every CUDA device) and loader-generator states, in plain types
+    and tensors only (``torch.load(weights_only=True)`` reads them back)."""
+    version, internal, gauss = random.getstate()
+    _, key, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "python": [version, list(internal), gauss],
+        "numpy": {"key": torch.from_numpy(np.asarray(key, dtype=np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "loader": loader_generator.get_state() if loader_generator is not None else None,
+    }
+
+
+def remove_stale_tmp(wdir: Path) -> list[Path]:
+    """Delete the temporary checkpoint files (``.last.pt.*.tmp``, ``.best.pt.*.tmp``) that an
+    interrupted write left in ``wdir``; returns what was removed.
+
+    Uses :func:`libreyolo.io.checkpoint.remove_stale_partials` (which leaves a write still running
+    in a live process alone) where that exists, else removes every such file (one INFO line each).
+    """
+    try:
+        from ..io.checkpoint import remove_stale_partials
+    except ImportError:
+        remove_stale_partials = None
+    removed: list[Path] = []
+    if remove_stale_partials is not None:
+        for name in ("last.pt", "best.pt"):
+            removed += remove_stale_partials(Path(wdir) / name)
+        return removed
+    for tmp in sorted(Path(wdir).glob(".*.pt.*.tmp")):
+        try:
+            size = tmp.stat().st_size
+            tmp.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(tmp)
+        logger.info("removed %s (%.1f MB), left by an interrupted checkpoint write", tmp.name, size / 2**20)
+    return removed

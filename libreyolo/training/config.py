@@ -8,6 +8,8 @@ reference's 0.9, which suits small models and small datasets better).
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,11 @@ from typing import Any, Literal
 
 from ..errors import ConfigError, check_keys
 
+logger = logging.getLogger(__name__)
+
 OptimizerName = Literal["auto", "SGD", "AdamW"]
+# training sizes are rounded up to a multiple of this (the largest stride of the detection families)
+MAX_STRIDE = 32
 AmpDtype = Literal["float16", "bfloat16"]
 
 # augmentation keys passed through to libreyolo.data.augment.AugmentConfig
@@ -104,6 +110,12 @@ class TrainConfig:
         check_keys(overrides, cls.keys(), what="train")
         hints = typing.get_type_hints(cls)
         values = {k: _coerce(k, v, hints[k]) for k, v in overrides.items()}
+        imgsz = values.get("imgsz")
+        if isinstance(imgsz, int) and imgsz >= 1 and imgsz % MAX_STRIDE:
+            rounded = max(math.ceil(imgsz / MAX_STRIDE), 1) * MAX_STRIDE
+            logger.warning("imgsz=%d is not a multiple of the largest stride %d: training at imgsz=%d",
+                           imgsz, MAX_STRIDE, rounded)
+            values["imgsz"] = rounded
         cfg = cls(**values)
         cfg._check()
         return cfg
@@ -121,8 +133,8 @@ class TrainConfig:
             raise ConfigError(f"lr0 must be > 0, got {self.lr0}")
         if self.close_mosaic < 0 or self.patience < 0 or self.time_limit < 0:
             raise ConfigError("close_mosaic, patience and time_limit must be >= 0")
-        if self.imgsz % 32:
-            raise ConfigError(f"imgsz must be a multiple of 32 (the largest stride), got {self.imgsz}")
+        if self.imgsz % MAX_STRIDE:  # from_overrides rounds; a directly built config must be right
+            raise ConfigError(f"imgsz must be a multiple of {MAX_STRIDE} (the largest stride), got {self.imgsz}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only (safe for yaml and ``torch.load(weights_only=True)``)."""
@@ -132,14 +144,19 @@ class TrainConfig:
         return {k: getattr(self, k) for k in AUGMENT_KEYS}
 
 
-# keys that may change when resuming; every other key comes from the checkpoint's train_args
-RESUME_OVERRIDABLE = ("device", "world_size", "workers", "verbose", "plots", "tensorboard")
+# keys that may change when resuming; every other key comes from the checkpoint's train_args.
+# ``epochs`` extends (or shortens) the schedule: the lr decay, close_mosaic and the warm-up cap
+# follow the new length from the resumed epoch on.
+RESUME_OVERRIDABLE = ("epochs", "device", "world_size", "workers", "verbose", "plots", "tensorboard")
+# keys that only locate the run to resume (``resume=True`` searches ``project``)
+RESUME_LOCATORS = ("resume", "project")
 
 
 def resolve_resume(cfg: TrainConfig, explicit: set[str]) -> tuple[Path, dict[str, Any], TrainConfig]:
     """The checkpoint ``cfg.resume`` names (``True`` = the newest ``*/weights/last.pt`` under ``project``),
     the checkpoint itself, and the run's config: its saved ``train_args`` plus the explicitly given
-    :data:`RESUME_OVERRIDABLE` keys."""
+    :data:`RESUME_OVERRIDABLE` keys. Any other explicitly given key whose value differs from the
+    saved one raises :class:`ConfigError` naming it (passing the saved value again is fine)."""
     from ..errors import CheckpointError
     from ..io.checkpoint import read_checkpoint
 
@@ -157,11 +174,24 @@ def resolve_resume(cfg: TrainConfig, explicit: set[str]) -> tuple[Path, dict[str
         raise CheckpointError(f"{str(path)!r} holds no training state (a best.pt or a stripped checkpoint); "
                               "resume from weights/last.pt of an unfinished run")
     saved = {k: v for k, v in dict(ckpt["train_args"]).items() if k in TrainConfig.keys()}
+    base = TrainConfig.from_overrides({k: v for k, v in saved.items() if k != "resume"})
+    refused = sorted(k for k in explicit if k in TrainConfig.keys() and k not in RESUME_OVERRIDABLE
+                     and k not in RESUME_LOCATORS and getattr(cfg, k) != getattr(base, k))
+    if refused:
+        k = refused[0]
+        raise ConfigError(f"{k}={getattr(cfg, k)!r} cannot change on resume (the run used {k}={getattr(base, k)!r}); "
+                          f"on resume only {', '.join(RESUME_OVERRIDABLE)} may change: start a new run "
+                          f"(model.train(..., {k}=...) from {str(path)!r}) to train with other settings")
     saved.update({k: getattr(cfg, k) for k in RESUME_OVERRIDABLE if k in explicit})
     saved["resume"] = str(path)
     new = TrainConfig.from_overrides(saved)
-    if int(ckpt["train_state"]["epoch"]) + 1 >= new.epochs:
-        raise ConfigError(f"{str(path)!r} already finished all {new.epochs} epochs; nothing to resume")
+    done = int(ckpt["train_state"]["epoch"]) + 1
+    if done >= new.epochs:
+        if "epochs" in explicit and new.epochs < done:
+            raise ConfigError(f"epochs={new.epochs} on resume: {str(path)!r} has already trained {done} "
+                              f"epoch{'s' if done != 1 else ''}; pass epochs > {done} to extend the run")
+        raise ConfigError(f"{str(path)!r} already finished all {new.epochs} epoch{'s' if new.epochs != 1 else ''}; "
+                          f"nothing to resume (pass epochs > {done} to extend the run)")
     return path, ckpt, new
 
 

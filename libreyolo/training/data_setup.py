@@ -97,6 +97,26 @@ class DataSetupMixin:
         self.train_sampler = DistributedSampler(self.train_ds, num_replicas=ws, rank=self.dist.rank,
                                                 shuffle=True, seed=cfg.seed, drop_last=False)
 
+    def _workers(self) -> int:
+        """``cfg.workers`` capped at the CPU cores this process may use (shared by the DDP processes
+        of this host); said once when the cap applies. Results do not depend on the worker count
+        (augmentation is a function of seed, epoch and image index)."""
+        import os
+
+        want = self.cfg.workers
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if self.dist is not None else 1
+        cap = max(cores // max(local, 1), 1)
+        if want > cap:
+            if self.is_main:
+                logger.info("workers=%d capped at %d (%d CPU core%s%s)", want, cap, cores, "" if cores == 1 else "s",
+                            f" shared by {local} processes" if local > 1 else "")
+            return cap
+        return want
+
     def _build_loaders(self) -> None:
         from ..data.augment import AugmentConfig
         from ..data.dataset import DetectionDataset
@@ -108,18 +128,19 @@ class DataSetupMixin:
             return
         hyp = AugmentConfig(**cfg.augment_kwargs())
         pin = self.device.type == "cuda"
+        workers = self._workers()
         if not self.is_main:  # rank 0 scans the labels and writes the cache first; the others read it
             barrier(self.dist)
         self.train_ds = DetectionDataset(d.train, imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc, prefix="train: ")
         if self.dist is not None and self.is_main:
             barrier(self.dist)
         self._split_batch()
-        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=cfg.workers, shuffle=True,
+        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=workers, shuffle=True,
                                              seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler)
         self.val_loader = None
         if cfg.val and self.is_main:  # rank 0 validates on the whole val set
             self.val_ds = DetectionDataset(d.val, imgsz=cfg.imgsz, augment=False, nc=d.nc, prefix="val: ")
-            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=cfg.workers, shuffle=False,
+            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=workers, shuffle=False,
                                                seed=cfg.seed, pin_memory=pin)
 
     def _build_classify_loaders(self) -> None:
@@ -130,15 +151,16 @@ class DataSetupMixin:
 
         cfg, d = self.cfg, self.data
         pin = self.device.type == "cuda"
+        workers = self._workers()
         self.train_ds = ClassifyDataset(d.train, imgsz=cfg.imgsz, augment=True, fliplr=cfg.fliplr, hsv_h=cfg.hsv_h,
                                         hsv_s=cfg.hsv_s, hsv_v=cfg.hsv_v, prefix="train: ")
         self._split_batch()
         drop = len(self.train_ds) > self.batch
-        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=cfg.workers, shuffle=True,
+        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=workers, shuffle=True,
                                              seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler,
                                              drop_last=drop, collate_fn=collate_classify)
         self.val_loader = None
         if cfg.val and self.is_main:
             self.val_ds = ClassifyDataset(d.val, imgsz=cfg.imgsz, augment=False, prefix="val: ")
-            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=cfg.workers, shuffle=False,
+            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=workers, shuffle=False,
                                                seed=cfg.seed, pin_memory=pin, collate_fn=collate_classify)

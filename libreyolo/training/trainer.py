@@ -81,7 +81,7 @@ from .distributed import (
 from .ema import ModelEMA
 from .loggers import ResultsLogger
 from .optim import build_optimizer, choose_optimizer
-from .scheduler import LRSchedule
+from .scheduler import LRSchedule, count_optimizer_steps, warmup_iterations
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
@@ -89,7 +89,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 # Loss items are read back to the host (progress bar, running means) once every this many batches.
 REFRESH_EVERY = 10
+# fewer optimizer steps than this in a run: one warning with the numbers
+FEW_STEPS = 10
 
+
+def _s(n: int) -> str:
+    """Plural suffix: ``f"{n} epoch{_s(n)}"``."""
+    return "" if n == 1 else "s"
 
 
 def train(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -150,6 +156,9 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         self._det_state: tuple[bool, bool, bool, bool] | None = None
         self.dist: DistContext | None = None  # set in setup() inside a torchrun world
         self.rank_digests: list[str] = []
+        self.stale = 0  # epochs since fitness last improved (early stop)
+        self.save_dir: Path | None = None
+        self._made_run_dir = False  # this run created save_dir (a failure before any checkpoint removes it)
 
     @property
     def is_main(self) -> bool:
@@ -167,9 +176,33 @@ class Trainer(DataSetupMixin, CheckpointMixin):
                     raise RuntimeError(f"DDP replicas diverged (parameter digests {self.rank_digests}); "
                                        "please report this with the run's args.yaml")
                 barrier(self.dist)
+        except BaseException as e:
+            self._after_failure(interrupted=isinstance(e, KeyboardInterrupt))
+            raise
         finally:
             self.teardown()  # also on errors and KeyboardInterrupt: loaders, loggers, global flags
         return self._finish()
+
+    def _after_failure(self, *, interrupted: bool) -> None:
+        """A run that stops early: say how to resume when a checkpoint exists; remove the run
+        folder this run created when it holds no checkpoint (nothing in it is worth keeping)."""
+        if not self.is_main or self.save_dir is None:
+            return
+        last = self.save_dir / "weights" / "last.pt"
+        if last.is_file():
+            if interrupted:
+                logger.warning("interrupted after epoch %d; resume with: libreyolo train resume=%s  "
+                               "(Python: model.train(resume=%r))", getattr(self, "saved_epochs", self.start_epoch),
+                               last, str(last))
+            return
+        if self._made_run_dir:
+            import shutil
+
+            if getattr(self, "results", None) is not None:
+                self.results.close()  # release its files (TensorBoard events) before removing the folder
+                self.results = None
+            shutil.rmtree(self.save_dir, ignore_errors=True)
+            logger.info("removed %s: the run stopped before its first checkpoint", self.save_dir)
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -214,6 +247,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         if self.is_main:  # rank 0 alone creates the run directory; the others learn its name
             save_dir = self.resume_path.parent.parent if ckpt is not None else _increment_dir(
                 Path(cfg.project) / cfg.name, exist_ok=cfg.exist_ok)
+            self._made_run_dir = ckpt is None and not save_dir.exists()
             (save_dir / "weights").mkdir(parents=True, exist_ok=True)
             (save_dir / "args.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
         self.save_dir = Path(broadcast_object(str(save_dir), self.dist))
@@ -230,13 +264,26 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         total_batch = self.batch * (self.dist.world_size if self.dist is not None else 1)
         self.accumulate = max(round(cfg.nbs / total_batch), 1)
         wd = cfg.weight_decay * total_batch * self.accumulate / cfg.nbs
-        steps = math.ceil(nb * cfg.epochs / self.accumulate)
+        plan = LRSchedule(epochs=cfg.epochs, lrf=cfg.lrf, cos=cfg.cos_lr,
+                          warmup_iters=warmup_iterations(warmup_epochs=cfg.warmup_epochs, iters_per_epoch=nb,
+                                                         epochs=cfg.epochs),
+                          warmup_bias_lr=cfg.warmup_bias_lr, warmup_momentum=cfg.warmup_momentum,
+                          momentum=cfg.momentum, accumulate=self.accumulate,
+                          nominal_accumulate=max(cfg.nbs / total_batch, 1.0))
+        steps = count_optimizer_steps(plan, iters_per_epoch=nb, epochs=cfg.epochs)
         choice = choose_optimizer(name=cfg.optimizer, lr0=cfg.lr0, momentum=cfg.momentum, nc=self.model.nc,
                                   total_steps=steps)
-        self.optimizer = build_optimizer(self.net, choice, weight_decay=wd)
-        self.schedule = LRSchedule(epochs=cfg.epochs, lrf=cfg.lrf, cos=cfg.cos_lr,
-                                   warmup_iters=round(cfg.warmup_epochs * nb), warmup_bias_lr=cfg.warmup_bias_lr,
-                                   warmup_momentum=cfg.warmup_momentum, momentum=choice.momentum)
+        self.optimizer = build_optimizer(self.net, choice, weight_decay=wd, device=self.device)
+        self.schedule = dataclasses.replace(plan, momentum=choice.momentum)
+        self.total_steps = steps
+        left = count_optimizer_steps(self.schedule, iters_per_epoch=nb, epochs=cfg.epochs,
+                                     start_epoch=int(ckpt["train_state"]["epoch"]) + 1 if ckpt is not None else 0)
+        if left < FEW_STEPS:
+            logger.warning("this run makes only %d optimizer step%s: %d epoch%s x %d batch%s of %d, accumulating up "
+                           "to %d batch%s per step (nbs %d); every epoch ends with a step. For more steps use more "
+                           "epochs or data, or a smaller nbs", left, _s(left), cfg.epochs, _s(cfg.epochs), nb,
+                           "es" if nb != 1 else "", total_batch, self.accumulate, "es" if self.accumulate != 1 else "",
+                           cfg.nbs)
         self.amp_dtype = None
         if cfg.amp and self.device.type == "cuda":
             self.amp_dtype = torch.bfloat16 if cfg.amp_dtype == "bfloat16" else torch.float16
@@ -248,12 +295,14 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         self.results = (ResultsLogger(self.save_dir, tensorboard=cfg.tensorboard, plots=cfg.plots,
                                       start_epoch=self.start_epoch) if self.is_main else None)
         self._setup_graph_capture()
+        self._restore_rng()  # a resumed run continues the saved random streams (no-op otherwise)
         sync = any(isinstance(m, torch.nn.SyncBatchNorm) for m in self.net.modules())
         ddp = (f", DDP {self.dist.world_size} processes x batch {self.batch} ({self.dist.backend}"
                f"{', SyncBatchNorm' if sync else ''})" if self.dist is not None else "")
-        logger.info("training %s-%s on %s: %d epochs from %d, batch %d%s (accumulate %d, nbs %d), imgsz %d, "
-                    "device %s, amp %s -> %s", self.model.FAMILY, self.model.size, cfg.data, cfg.epochs,
-                    self.start_epoch + 1, cfg.batch, ddp, self.accumulate, cfg.nbs, cfg.imgsz, self.device,
+        logger.info("training %s-%s on %s: %d epoch%s from %d, batch %d%s (accumulate %d after a %d-iteration "
+                    "warm-up, nbs %d; %d optimizer steps), imgsz %d, device %s, amp %s -> %s", self.model.FAMILY,
+                    self.model.size, cfg.data, cfg.epochs, _s(cfg.epochs), self.start_epoch + 1, cfg.batch, ddp,
+                    self.accumulate, self.schedule.warmup_iters, cfg.nbs, self.total_steps, cfg.imgsz, self.device,
                     self.amp_dtype, self.save_dir)
 
     def _seed(self) -> None:
@@ -317,7 +366,6 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             self.optimizer.zero_grad(set_to_none=True)
 
     def _loop(self) -> None:
-        stale = 0
         t_start = time.perf_counter()
         epoch = self.start_epoch
         while epoch < self.cfg.epochs:  # cfg.epochs may shrink under time_limit (see _replan)
@@ -325,7 +373,12 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             self.epoch = epoch
             t_epoch = time.perf_counter()
             if cfg.close_mosaic and epoch >= cfg.epochs - cfg.close_mosaic and self.train_ds.mosaic_enabled:
-                logger.info("closing mosaic for the last %d epochs", cfg.close_mosaic)
+                left = cfg.epochs - epoch
+                if epoch == 0:
+                    logger.info("mosaic off for the whole run (close_mosaic=%d covers all %d epoch%s)",
+                                cfg.close_mosaic, cfg.epochs, _s(cfg.epochs))
+                else:
+                    logger.info("closing mosaic for the last %d epoch%s", left, _s(left))
                 self.train_ds.close_mosaic()
                 hook = getattr(self.model, "on_close_mosaic", None)  # family hook, e.g. extra loss terms
                 if hook is not None:
@@ -349,9 +402,9 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             improved = fit > self.best_fitness or not metrics
             if improved:
                 self.best_fitness, self.best_metrics = fit, dict(metrics)
-                stale = 0
+                self.stale = 0
             else:
-                stale += 1
+                self.stale += 1
             self.last_metrics = metrics
             self._save(epoch, metrics, best=improved)
             row: dict[str, float] = {"epoch": epoch + 1}
@@ -367,7 +420,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             for cb in self.callbacks:  # rank 0 only under DDP
                 cb(self, row)
             stop = False
-            if cfg.patience and stale >= cfg.patience:
+            if cfg.patience and self.stale >= cfg.patience:
                 logger.info("early stop: no fitness improvement in %d epochs", cfg.patience)
                 stop = True
             if not stop and cfg.time_limit and not self._replan(epoch, elapsed=time.perf_counter() - t_start,
@@ -428,7 +481,9 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             ni = i + nb * epoch
             self.schedule.apply(self.optimizer, iteration=ni, epoch=epoch)
             imgs = batch["img"].to(self.device, non_blocking=True).float().div_(255.0)
-            step = ni - self.last_opt_step >= self.accumulate
+            # a full window (accumulate_at ramps during warm-up), or the epoch's last batch: the
+            # partly filled window steps too, with the sum of its micro-batch gradients
+            step = i == nb - 1 or ni - self.last_opt_step >= self.schedule.accumulate_at(ni)
             # DDP: all-reduce gradients only on the micro-batch that steps the optimiser
             sync = (self.train_net.no_sync() if ddp is not None and not step  # type: ignore[operator]
                     else contextlib.nullcontext())
@@ -455,17 +510,19 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             if step:
                 self._optimizer_step()
                 self.last_opt_step = ni
-            with torch.no_grad():
+            with torch.no_grad():  # device-side running sums: no host read, a handful of small kernels
                 items = items.detach().float()
                 ok = torch.isfinite(items).all()
-                items = torch.where(ok, items, torch.zeros_like(items))
-                sums = items if sums is None else sums + items
-                n_finite = ok.float() if n_finite is None else n_finite + ok.float()
+                if sums is None or n_finite is None:
+                    sums, n_finite = torch.zeros_like(items), torch.zeros((), device=items.device)
+                sums.add_(torch.where(ok, items, 0.0))
+                n_finite.add_(ok)
             if i % REFRESH_EVERY == 0 or i == nb - 1:
                 mloss, skipped_seen = self._report_items(bar, epoch, sums, n_finite, seen=i + 1 - host_skipped,
                                                          skipped_before=skipped_seen, names=names, imgs=imgs,
                                                          batch=batch)
         bar.close()
+        self.last_opt_step = nb * (epoch + 1) - 1  # the next epoch opens a new window (even after a skipped batch)
         if sums is not None and n_finite is not None:  # the final value (a skipped last batch left it stale)
             mloss = (sums / n_finite.clamp(min=1.0)).cpu()
         return mloss if mloss is not None else torch.zeros(len(names))

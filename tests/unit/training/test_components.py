@@ -86,8 +86,14 @@ def test_config_coercion_and_errors():
         TrainConfig.from_overrides({"optimizer": "adam"})
     with pytest.raises(ConfigError, match="epochs"):
         TrainConfig.from_overrides({"epochs": 0})
+    # a size off the stride grid is rounded up with one notice (as predict does), not refused
+    assert TrainConfig.from_overrides({"imgsz": 33}).imgsz == 64
+    assert TrainConfig.from_overrides({"imgsz": 100}).imgsz == 128
+    assert TrainConfig.from_overrides({"imgsz": 5}).imgsz == 32
+    with pytest.raises(ConfigError, match="imgsz"):
+        TrainConfig.from_overrides({"imgsz": 0})
     with pytest.raises(ConfigError, match="multiple of 32"):
-        TrainConfig.from_overrides({"imgsz": 100})
+        TrainConfig(imgsz=100)._check()  # a config built directly is checked, not rounded
     with pytest.raises(ConfigError, match="wrong type"):
         TrainConfig.from_overrides({"batch": "eight"})
     with pytest.raises(dataclasses.FrozenInstanceError):
