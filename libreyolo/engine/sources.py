@@ -1,19 +1,33 @@
-"""Prediction sources -> batches of RGB uint8 images (SPEC U-2).
+"""Prediction sources -> batches of images for the network (SPEC U-2).
 
 :func:`load_source` accepts a file path, a directory, a glob pattern, a video file, a PIL image,
-a numpy array, a torch tensor, or a list of any of these, and yields lists of up to ``batch``
-:class:`SourceItem` objects. Everything a user could get wrong (missing path, empty folder,
-corrupt image, wrong array shape or dtype, unsupported type) is checked when
+a numpy array, a torch tensor, or a list of any of these, and returns a :class:`SourceLoader`
+that yields lists of up to ``batch`` :class:`SourceItem` objects. Everything a user could get
+wrong (missing path, empty folder, wrong array shape or dtype, unsupported type) is checked when
 :func:`load_source` is called, before the first image is decoded, and raises
-:class:`~libreyolo.errors.SourceError`; only problems that need decoding (a corrupt file) are
-reported when that file is reached. Images and video frames are read lazily, one batch at a
+:class:`~libreyolo.errors.SourceError`. Images and video frames are read lazily, one batch at a
 time, so a long video streams in constant memory.
+
+A file that cannot be decoded (corrupt, truncated, not an image) is skipped with one warning
+naming it, and recorded in :attr:`SourceLoader.skipped`, so one bad file does not stop a folder;
+only when nothing at all could be read does iterating raise :class:`SourceError`.
+
+Colour convention (the one place it is defined; the README links here):
+
+- numpy arrays are **BGR** (OpenCV order: what ``cv2.imread`` and ``cv2.VideoCapture`` give),
+  unless ``bgr=False`` says they are RGB;
+- PIL images and torch tensors are **RGB**;
+- files and video frames are decoded by OpenCV (BGR) and converted;
+- :attr:`SourceItem.image`, what the network is fed, is always RGB;
+  :attr:`SourceItem.orig` is the same pixels in BGR, what :class:`~libreyolo.engine.results.Results`
+  keeps as ``orig_img`` and what ``Results.plot()`` draws on and returns.
 
 Example:
     >>> import numpy as np
-    >>> batches = load_source([np.zeros((4, 6, 3), np.uint8)] * 3, batch=2, bgr=False)
-    >>> [len(b) for b in batches]
-    [2, 1]
+    >>> bgr = np.zeros((4, 6, 3), np.uint8); bgr[..., 2] = 255  # pure red in OpenCV order
+    >>> (item,), = load_source(bgr, batch=1)
+    >>> item.image[0, 0].tolist(), item.orig[0, 0].tolist()
+    ([255, 0, 0], [0, 0, 255])
 """
 
 from __future__ import annotations
@@ -40,7 +54,7 @@ VIDEO_SUFFIXES: frozenset[str] = frozenset(
 )
 SUPPORTED_TYPES = (
     "a file path (str or pathlib.Path) to an image or video, a directory, a glob pattern, "
-    "a PIL.Image, a numpy array (H x W x 3 uint8), a torch tensor (3 x H x W or B x 3 x H x W), "
+    "a PIL.Image, a numpy array (H x W x 3 uint8, BGR), a torch tensor (3 x H x W or B x 3 x H x W), "
     "or a list of these"
 )
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -52,28 +66,107 @@ class SourceItem:
     """One image or video frame.
 
     Attributes:
-        image (np.ndarray[H, W, 3], uint8, C-contiguous): RGB pixels.
+        image (np.ndarray[H, W, 3], uint8, C-contiguous): RGB pixels, what the network is fed.
         path: the file it came from, or ``None`` for in-memory images.
         frame: 0-based frame index for video frames, else ``None``.
+        bgr (np.ndarray[H, W, 3] | None): the same pixels in BGR when the source gave them in
+            that order (files, video frames, BGR numpy arrays); read them through :attr:`orig`.
     """
 
     image: np.ndarray
     path: str | None = None
     frame: int | None = None
+    bgr: np.ndarray | None = None
+
+    @property
+    def orig(self) -> np.ndarray:
+        """(np.ndarray[H, W, 3], uint8, C-contiguous): BGR pixels (OpenCV order), for ``Results.orig_img``."""
+        if self.bgr is not None:
+            return self.bgr
+        return np.ascontiguousarray(self.image[:, :, ::-1])
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkippedFile:
+    """A source file that could not be decoded and was left out."""
+
+    path: str
+    reason: str
+
+
+class SourceLoader:
+    """The batches of a source: an iterator of ``list[SourceItem]`` that also counts what it skipped.
+
+    Attributes:
+        skipped (list[SkippedFile]): files that could not be decoded, in source order (each was
+            logged once as a WARNING with ``extra={"skipped_source": path}``).
+        n_read (int): images and frames yielded so far.
+
+    Iterating raises :class:`SourceError` at the end when every file was skipped and nothing was
+    read (the message of the only file, or a count and the first reason).
+    """
+
+    def __init__(self, entries: list[_Entry], batch: int) -> None:
+        self.skipped: list[SkippedFile] = []
+        self.n_read = 0
+        self._it = self._batched(entries, batch)
+
+    def __iter__(self) -> SourceLoader:
+        return self
+
+    def __next__(self) -> list[SourceItem]:
+        return next(self._it)
+
+    @property
+    def n_skipped(self) -> int:
+        return len(self.skipped)
+
+    def _items(self, entry: _Entry) -> Iterator[SourceItem]:
+        try:
+            for item in entry():
+                self.n_read += 1
+                yield item
+        except UnreadableFile as e:
+            self.skipped.append(SkippedFile(path=e.path, reason=str(e)))
+            logger.warning("skipping an unreadable file: %s", e, extra={"skipped_source": e.path})
+
+    def _batched(self, entries: list[_Entry], batch: int) -> Iterator[list[SourceItem]]:
+        chunk: list[SourceItem] = []
+        for entry in entries:
+            for item in self._items(entry):
+                chunk.append(item)
+                if len(chunk) == batch:
+                    yield chunk
+                    chunk = []
+        if chunk:
+            yield chunk
+        if self.n_read == 0 and self.skipped:
+            if len(self.skipped) == 1:
+                raise SourceError(self.skipped[0].reason)
+            raise SourceError(f"none of the {len(self.skipped)} files of the source could be read, e.g. "
+                              f"{self.skipped[0].reason}")
+
+
+class UnreadableFile(SourceError):
+    """A source file that exists but cannot be decoded (skipped by :class:`SourceLoader`)."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 # An entry of the plan: a callable that yields the items of one source element lazily.
 _Entry = Callable[[], Iterator[SourceItem]]
 
 
-def load_source(source: Any, *, batch: int, bgr: bool) -> Iterator[list[SourceItem]]:
-    """Resolve ``source`` and return an iterator of lists of up to ``batch`` items.
+def load_source(source: Any, *, batch: int, bgr: bool = True) -> SourceLoader:
+    """Resolve ``source`` and return a :class:`SourceLoader` of lists of up to ``batch`` items.
 
     Args:
         source: see the module docstring; lists are flattened in order.
         batch: the largest number of items per yielded list (>= 1).
-        bgr: numpy arrays are BGR (OpenCV order) when True, RGB when False. Files, PIL images
-            and tensors are decoded to RGB regardless.
+        bgr: numpy arrays are BGR (OpenCV order) when True (the default, as ``cv2.imread``
+            gives them), RGB when False. Files, PIL images and tensors do not depend on it.
 
     Raises:
         SourceError: missing path, empty directory or glob, unsupported type, bad array.
@@ -83,19 +176,7 @@ def load_source(source: Any, *, batch: int, bgr: bool) -> Iterator[list[SourceIt
     entries = _plan(source, bgr=bgr, top=True)
     if not entries:
         raise SourceError("the source is an empty list; pass at least one image")
-    return _batched(entries, batch)
-
-
-def _batched(entries: list[_Entry], batch: int) -> Iterator[list[SourceItem]]:
-    chunk: list[SourceItem] = []
-    for entry in entries:
-        for item in entry():
-            chunk.append(item)
-            if len(chunk) == batch:
-                yield chunk
-                chunk = []
-    if chunk:
-        yield chunk
+    return SourceLoader(entries, batch)
 
 
 # ---------------------------------------------------------------------------- planning
@@ -158,17 +239,22 @@ def _plan_path(source: str | Path) -> list[_Entry]:
 def _file_entry(path: Path) -> _Entry:
     if path.suffix.lower() in VIDEO_SUFFIXES:
         return lambda: _read_video(path)
-    return lambda: iter((SourceItem(image=read_image(path), path=str(path)),))
+
+    def read() -> Iterator[SourceItem]:
+        rgb, bgr = _decode(path)
+        yield SourceItem(image=rgb, path=str(path), bgr=bgr)
+
+    return read
 
 
 def _plan_array(arr: np.ndarray, *, bgr: bool) -> list[_Entry]:
     if arr.ndim == 4:
-        return [_const(_from_array(a, bgr=bgr, what=f"array[{i}]")) for i, a in enumerate(arr)]
-    return [_const(_from_array(arr, bgr=bgr, what="array"))]
+        return [_const(*_from_array(a, bgr=bgr, what=f"array[{i}]")) for i, a in enumerate(arr)]
+    return [_const(*_from_array(arr, bgr=bgr, what="array"))]
 
 
-def _const(image: np.ndarray) -> _Entry:
-    return lambda: iter((SourceItem(image=image),))
+def _const(image: np.ndarray, bgr: np.ndarray | None = None) -> _Entry:
+    return lambda: iter((SourceItem(image=image, bgr=bgr),))
 
 
 def _natural_sorted(paths: Iterable[Path]) -> list[Path]:
@@ -182,67 +268,79 @@ def _natural_sorted(paths: Iterable[Path]) -> list[Path]:
 
 # ---------------------------------------------------------------------------- decoding
 def read_image(path: str | Path) -> np.ndarray:
-    """Decode an image file to RGB uint8 (H, W, 3); EXIF orientation applied.
+    """Decode an image file to RGB uint8 (H, W, 3); EXIF orientation applied by the Pillow fallback.
 
     OpenCV decodes first (fast path); Pillow is the fallback for what OpenCV cannot read.
 
     Raises:
         SourceError: the file is missing, empty, corrupt, or not an image.
     """
+    return _decode(Path(path))[0]
+
+
+def _decode(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
+    """(RGB, BGR or None) pixels of an image file; :class:`UnreadableFile` when it cannot be decoded."""
     import cv2
 
-    path = Path(path)
     try:
         data = np.fromfile(str(path), dtype=np.uint8)  # handles non-ASCII paths, unlike cv2.imread
     except OSError as e:
-        raise SourceError(f"cannot read image '{path}': {e}") from e
+        raise UnreadableFile(f"cannot read image '{path}': {e.strerror or e}", path=str(path)) from e
     if data.size == 0:
-        raise SourceError(f"image file '{path}' is empty")
-    img = cv2.imdecode(data, cv2.IMREAD_COLOR)
-    if img is not None:
-        return np.ascontiguousarray(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
+        raise UnreadableFile(f"image file '{path}' is empty (0 bytes)", path=str(path))
+    bgr = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    if bgr is not None:
+        return np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), bgr
     try:
         from PIL import Image, ImageOps, UnidentifiedImageError
 
         with Image.open(path) as pil:
             pil = ImageOps.exif_transpose(pil)
-            return _from_pil(pil)
+            return _from_pil(pil), None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
         hint = "" if path.suffix.lower() in IMAGE_SUFFIXES else (
             f" ('{path.suffix}' is not a known image or video extension;"
             f" images: {', '.join(sorted(IMAGE_SUFFIXES))}; videos: {', '.join(sorted(VIDEO_SUFFIXES))})"
         )
-        raise SourceError(f"cannot decode image '{path}': the file is corrupt or not an image{hint}") from e
+        raise UnreadableFile(f"cannot decode image '{path}': the file is corrupt or not an image{hint}",
+                             path=str(path)) from e
 
 
 def _read_video(path: Path) -> Iterator[SourceItem]:
-    """Yield the frames of a video one at a time (RGB), with their 0-based index."""
+    """Yield the frames of a video one at a time (RGB + BGR), with their 0-based index."""
     import cv2
 
     cap = cv2.VideoCapture(str(path))
     try:
         if not cap.isOpened():
-            raise SourceError(f"cannot open video '{path}': the file is corrupt or its codec is unsupported by OpenCV")
+            raise UnreadableFile(f"cannot open video '{path}': the file is corrupt or its codec is unsupported "
+                                 "by OpenCV", path=str(path))
         index = 0
         while True:
             ok, frame = cap.read()
             if not ok:
                 break
             if frame.ndim == 2:
-                frame = cv2.cvtColor(frame, cv2.COLOR_GRAY2RGB)
-            else:
-                frame = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
-            yield SourceItem(image=np.ascontiguousarray(frame), path=str(path), frame=index)
+                frame = cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
+            frame = np.ascontiguousarray(frame)
+            rgb = np.ascontiguousarray(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+            yield SourceItem(image=rgb, path=str(path), frame=index, bgr=frame)
             index += 1
         if index == 0:
-            raise SourceError(f"video '{path}' has no readable frames (corrupt file or unsupported codec)")
+            raise UnreadableFile(f"video '{path}' has no readable frames (corrupt file or unsupported codec)",
+                                 path=str(path))
         logger.debug("read %d frames from %s", index, path)
     finally:
         cap.release()
 
 
-def _from_array(arr: np.ndarray, *, bgr: bool, what: str) -> np.ndarray:
-    """Validate an (H, W), (H, W, 1), (H, W, 3) or (H, W, 4) uint8 array and return RGB (H, W, 3)."""
+def _from_array(arr: np.ndarray, *, bgr: bool, what: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Validate an (H, W), (H, W, 1), (H, W, 3) or (H, W, 4) uint8 array.
+
+    Returns:
+        (RGB (H, W, 3), BGR (H, W, 3) or None): the BGR array is the caller's pixels (a view, no
+        copy, when they are already contiguous BGR), ``None`` when it would only be a flip of RGB.
+    """
     if arr.dtype != np.uint8:
         raise SourceError(
             f"{what} has dtype {arr.dtype}; numpy images must be uint8 in [0, 255] "
@@ -251,19 +349,21 @@ def _from_array(arr: np.ndarray, *, bgr: bool, what: str) -> np.ndarray:
     if arr.ndim == 3 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
     if arr.ndim == 2:
-        rgb = np.repeat(arr[:, :, None], 3, axis=2)
-    elif arr.ndim == 3 and arr.shape[2] in (3, 4):
-        rgb = arr[:, :, :3]
-        if bgr:
-            rgb = rgb[:, :, ::-1]
-    else:
+        if arr.shape[0] < 1 or arr.shape[1] < 1:
+            raise SourceError(f"{what} has an empty shape {tuple(arr.shape)}")
+        gray = np.ascontiguousarray(np.repeat(arr[:, :, None], 3, axis=2))
+        return gray, gray  # the same pixels in either order
+    if not (arr.ndim == 3 and arr.shape[2] in (3, 4)):
         raise SourceError(
             f"{what} has shape {tuple(arr.shape)}; expected (H, W, 3) colour, (H, W) grayscale, "
             "(H, W, 4) with alpha, or (B, H, W, 3) for a batch"
         )
-    if rgb.shape[0] < 1 or rgb.shape[1] < 1:
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
         raise SourceError(f"{what} has an empty shape {tuple(arr.shape)}")
-    return np.ascontiguousarray(rgb)
+    if bgr:
+        orig = np.ascontiguousarray(arr[:, :, :3])
+        return np.ascontiguousarray(orig[:, :, ::-1]), orig
+    return np.ascontiguousarray(arr[:, :, :3]), None
 
 
 def _is_pil(obj: Any) -> bool:

@@ -28,8 +28,8 @@ def _write(path: Path, rgb: np.ndarray) -> Path:
     return path
 
 
-def _items(source, *, batch: int = 1, bgr: bool = False) -> list[SourceItem]:
-    return [it for chunk in load_source(source, batch=batch, bgr=bgr) for it in chunk]
+def _items(source, *, batch: int = 1, **kw) -> list[SourceItem]:
+    return [it for chunk in load_source(source, batch=batch, **kw) for it in chunk]
 
 
 def _check_item(it: SourceItem) -> None:
@@ -104,24 +104,47 @@ def test_pil_image_is_converted_to_rgb() -> None:
 
 
 # ------------------------------------------------------------------ arrays and tensors
-def test_numpy_rgb_and_bgr_are_explicit() -> None:
+def test_numpy_is_bgr_by_default_and_rgb_when_asked() -> None:
+    """The OpenCV convention: a cv2 frame goes in as is; ``bgr=False`` opts in to RGB arrays."""
     rgb = _rgb()
+    bgr = rgb[:, :, ::-1].copy()
+    (default,) = _items(bgr)
+    np.testing.assert_array_equal(default.image, rgb)  # the network is fed RGB
+    np.testing.assert_array_equal(default.orig, bgr)  # the original keeps OpenCV order
+    assert default.orig is default.bgr and np.shares_memory(default.orig, bgr)  # no copy of the user's frame
+    (explicit,) = _items(bgr, bgr=True)
+    np.testing.assert_array_equal(explicit.image, rgb)
     (as_rgb,) = _items(rgb, bgr=False)
     np.testing.assert_array_equal(as_rgb.image, rgb)
-    (from_bgr,) = _items(rgb[:, :, ::-1].copy(), bgr=True)
-    np.testing.assert_array_equal(from_bgr.image, rgb)
-    _check_item(from_bgr)
+    np.testing.assert_array_equal(as_rgb.orig, bgr)
+    _check_item(default)
+    assert default.orig.flags["C_CONTIGUOUS"] and as_rgb.orig.flags["C_CONTIGUOUS"]
+
+
+def test_every_source_type_gives_rgb_image_and_bgr_orig(tmp_path: Path) -> None:
+    """One colour, five ways in: a file, a cv2 array, an RGB array, PIL, a tensor — same pixels out."""
+    rgb = _rgb()
+    bgr = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+    png = _write(tmp_path / "c.png", rgb)
+    sources = [str(png), bgr, Image.fromarray(rgb), torch.from_numpy(rgb).permute(2, 0, 1)]
+    items = _items(sources) + _items(rgb, bgr=False)
+    for it in items:
+        np.testing.assert_array_equal(it.image, rgb)
+        np.testing.assert_array_equal(it.orig, bgr)
+    np.testing.assert_array_equal(items[0].orig, cv2.imread(str(png)))  # exactly what cv2.imread gives
 
 
 def test_numpy_grayscale_alpha_and_batch() -> None:
     (g,) = _items(np.full((5, 7), 3, np.uint8))
-    assert g.image.shape == (5, 7, 3) and (g.image == 3).all()
-    rgba = np.dstack([_rgb(), np.zeros((12, 16), np.uint8)])
-    (a,) = _items(rgba)
+    assert g.image.shape == (5, 7, 3) and (g.image == 3).all() and (g.orig == 3).all()
+    bgra = np.dstack([_rgb()[:, :, ::-1], np.zeros((12, 16), np.uint8)])  # cv2.IMREAD_UNCHANGED order
+    (a,) = _items(bgra)
     np.testing.assert_array_equal(a.image, _rgb())
-    batch = np.stack([_rgb(seed=i) for i in range(3)])
+    np.testing.assert_array_equal(a.orig, _rgb()[:, :, ::-1])
+    batch = np.stack([_rgb(seed=i)[:, :, ::-1] for i in range(3)])
     items = _items(batch)
     assert [int(it.image[0, 0, 1]) for it in items] == [100, 101, 102]
+    assert [int(it.image[0, 0, 0]) for it in items] == [200, 200, 200]  # R first after the flip
 
 
 def test_tensor_uint8_and_float() -> None:
@@ -179,9 +202,9 @@ def test_list_of_mixed_sources_is_flattened_in_order_and_batched(tmp_path: Path)
     folder = tmp_path / "d"
     folder.mkdir()
     _write(folder / "y.png", _rgb(seed=2))
-    src = [str(p), _rgb(seed=3), Image.fromarray(_rgb(seed=4)), torch.from_numpy(_rgb(seed=5)).permute(2, 0, 1),
-           folder]
-    chunks = list(load_source(src, batch=2, bgr=False))
+    src = [str(p), _rgb(seed=3)[:, :, ::-1], Image.fromarray(_rgb(seed=4)),
+           torch.from_numpy(_rgb(seed=5)).permute(2, 0, 1), folder]
+    chunks = list(load_source(src, batch=2))
     assert [len(c) for c in chunks] == [2, 2, 1]
     greens = [int(it.image[0, 0, 1]) for c in chunks for it in c]
     assert greens == [101, 103, 104, 105, 102]
@@ -229,6 +252,33 @@ def test_corrupt_image_is_named(tmp_path: Path) -> None:
     empty.write_bytes(b"")
     with pytest.raises(SourceError, match="empty.png"):
         read_image(empty)
+
+
+def test_corrupt_files_in_a_folder_are_skipped_with_one_warning_each(tmp_path: Path, caplog) -> None:
+    """One bad file does not stop a folder: every good image still comes out, in order."""
+    for name in ("a.png", "c.png", "e.png"):
+        _write(tmp_path / name, _rgb())
+    (tmp_path / "b.jpg").write_bytes(b"definitely not a jpeg")
+    (tmp_path / "d.png").write_bytes(b"")
+    (tmp_path / "f.mp4").write_bytes(b"\x00not a video" * 10)
+    loader = load_source(tmp_path, batch=2)
+    with caplog.at_level("WARNING", logger="libreyolo.engine.sources"):
+        paths = [Path(it.path).name for chunk in loader for it in chunk]
+    assert paths == ["a.png", "c.png", "e.png"]
+    assert [Path(s.path).name for s in loader.skipped] == ["b.jpg", "d.png", "f.mp4"]
+    assert loader.n_skipped == 3 and loader.n_read == 3
+    warned = [r for r in caplog.records if getattr(r, "skipped_source", None)]
+    assert [Path(r.skipped_source).name for r in warned] == ["b.jpg", "d.png", "f.mp4"]  # once per file
+    assert all(r.levelname == "WARNING" and Path(r.skipped_source).name in r.getMessage() for r in warned)
+
+
+def test_nothing_readable_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "x.jpg").write_bytes(b"junk")
+    (tmp_path / "y.jpg").write_bytes(b"junk")
+    loader = load_source(tmp_path, batch=1)
+    with pytest.raises(SourceError, match=r"none of the 2 files .* could be read.*x\.jpg"):
+        list(loader)
+    assert loader.n_skipped == 2 and loader.n_read == 0
 
 
 def test_unknown_extension_says_what_is_supported(tmp_path: Path) -> None:
