@@ -1,5 +1,9 @@
 """Drawing detections on images (OpenCV), used by :meth:`Results.plot`.
 
+Images are BGR (OpenCV order), as ``Results.orig_img`` is; :func:`class_color` is the RGB colour
+of a class and :func:`class_color_bgr` the same colour in drawing order. Detections are drawn in
+ascending confidence, so where labels or boxes overlap the most confident one is on top.
+
 Colours are generated, not tabulated: class ``c`` gets the hue ``c * φ mod 1`` (φ the golden
 ratio conjugate), which spreads consecutive class ids far apart on the colour wheel, so every
 class has its own stable colour however many classes a model has.
@@ -24,9 +28,15 @@ def class_color(cls: int) -> tuple[int, int, int]:
     return int(r * 255), int(g * 255), int(b * 255)
 
 
+def class_color_bgr(cls: int) -> tuple[int, int, int]:
+    """:func:`class_color` in OpenCV (B, G, R) order, for drawing on BGR images."""
+    r, g, b = class_color(cls)
+    return b, g, r
+
+
 def _text_color(bg: tuple[int, int, int]) -> tuple[int, int, int]:
-    """Black or white, whichever reads better on ``bg`` (relative luminance)."""
-    luminance = 0.299 * bg[0] + 0.587 * bg[1] + 0.114 * bg[2]
+    """Black or white, whichever reads better on the BGR colour ``bg`` (relative luminance)."""
+    luminance = 0.114 * bg[0] + 0.587 * bg[1] + 0.299 * bg[2]
     return (0, 0, 0) if luminance > 150 else (255, 255, 255)
 
 
@@ -47,20 +57,30 @@ def draw_detections(
     names: dict[int, str],
     labels: bool = True,
     line_width: int | None = None,
+    order_by: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Draw boxes and labels on a copy of ``image``.
+    """Draw boxes and labels on a copy of ``image``, least confident first (the most confident on top).
 
     Args:
-        image (np.ndarray[H, W, 3], uint8): RGB image; not modified.
+        image (np.ndarray[H, W, 3], uint8): BGR image (OpenCV order); not modified.
         xyxy (np.ndarray[N, 4], float): boxes in image pixels.
         cls (np.ndarray[N]): class ids.
-        conf (np.ndarray[N] | None): confidences shown after the name, or ``None`` to hide them.
+        conf (np.ndarray[N] | None): confidences shown after the name, or ``None`` to hide them;
+            the drawing order follows ``order_by`` (by default these confidences).
         names: class id -> name (missing ids are shown as the number).
         labels: draw the name/confidence label above each box.
         line_width: box outline thickness in pixels; ``None`` scales with the image.
+        order_by (np.ndarray[N] | None): draw in ascending order of these scores (the last drawn
+            wins where labels overlap); defaults to ``conf``, else the given order.
 
     Returns:
-        np.ndarray[H, W, 3], uint8: the annotated RGB image.
+        np.ndarray[H, W, 3], uint8: the annotated BGR image.
+
+    Example:
+        >>> img = draw_detections(np.zeros((64, 64, 3), np.uint8), xyxy=np.array([[8, 8, 40, 40]]),
+        ...                       cls=np.array([0]), conf=np.array([0.9]), names={0: "circle"})
+        >>> img.shape, bool(img.any())
+        ((64, 64, 3), True)
     """
     import cv2
 
@@ -69,9 +89,11 @@ def draw_detections(
     lw = int(line_width) if line_width else default_line_width(out.shape)
     font_scale = max(lw / 3.0, 0.35)
     font_thickness = max(lw - 1, 1)
-    for i in range(len(xyxy)):
+    scores = order_by if order_by is not None else conf
+    order = np.argsort(np.asarray(scores, dtype=np.float64), kind="stable") if scores is not None else range(len(xyxy))
+    for i in order:
         c = int(cls[i])
-        color = class_color(c)
+        color = class_color_bgr(c)
         x1, y1, x2, y2 = (int(round(float(v))) for v in xyxy[i])
         x1, x2 = max(0, min(x1, w - 1)), max(0, min(x2, w - 1))
         y1, y2 = max(0, min(y1, h - 1)), max(0, min(y2, h - 1))

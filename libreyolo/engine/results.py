@@ -3,6 +3,10 @@
 Tensor contract: ``Results.boxes.data`` is ``Tensor[N, 6]`` float32 on CPU, one row per
 detection: x1, y1, x2, y2 (pixels of the original image), confidence, class id.
 
+Colours: ``orig_img`` is BGR (OpenCV order) and so is what :meth:`Results.plot` returns, so
+``cv2.imwrite(path, r.plot())`` and ``cv2.imshow`` show true colours; for PIL or matplotlib use
+``r.plot()[..., ::-1]`` (RGB). The full convention is in :mod:`libreyolo.engine.sources`.
+
 Task-specific fields are optional keyword arguments of :class:`Results` that default to
 ``None`` (``boxes``; ``probs``, a :class:`Probs` of Tensor[nc] class probabilities, for classification); a new task adds its own (for example ``probs``) the same way, and the
 methods skip the fields a result does not have.
@@ -230,7 +234,7 @@ class Results:
     """What a model found in one image or video frame.
 
     Args:
-        orig_img (np.ndarray[H, W, 3], uint8): the original RGB image.
+        orig_img (np.ndarray[H, W, 3], uint8): the original image in BGR (OpenCV) order.
         path: the file it came from (``None`` for in-memory images).
         names: class id -> class name.
         boxes (Tensor[N, 6], float32, CPU): x1, y1, x2, y2, conf, cls in original-image pixels,
@@ -253,7 +257,8 @@ class Results:
     ) -> None:
         if not isinstance(orig_img, np.ndarray) or orig_img.ndim != 3 or orig_img.shape[2] != 3:
             shape = getattr(orig_img, "shape", None)
-            raise ConfigError(f"orig_img must be an RGB array of shape (H, W, 3), got {type(orig_img).__name__} {shape}")
+            raise ConfigError(f"orig_img must be a BGR uint8 array of shape (H, W, 3), got "
+                              f"{type(orig_img).__name__} {shape}")
         self.orig_img = orig_img
         self.orig_shape: tuple[int, int] = (int(orig_img.shape[0]), int(orig_img.shape[1]))
         self.path = path
@@ -341,7 +346,11 @@ class Results:
 
     # ------------------------------------------------------------------ images
     def plot(self, *, labels: bool = True, conf: bool = True, line_width: int | None = None) -> np.ndarray:
-        """The original image with boxes and labels drawn (RGB uint8 (H, W, 3), a new array).
+        """The original image with boxes and labels drawn: BGR uint8 (H, W, 3), a new array.
+
+        BGR like ``orig_img``, so ``cv2.imwrite("out.jpg", r.plot())`` keeps the colours; use
+        ``r.plot()[..., ::-1]`` for PIL / matplotlib. Detections are drawn least confident first,
+        so where labels overlap the most confident one is readable.
 
         Args:
             labels: draw class-name labels.
@@ -356,7 +365,7 @@ class Results:
             return self.orig_img.copy()
         d = self.boxes._data.detach().cpu().float().numpy()
         return draw_detections(self.orig_img, xyxy=d[:, :4], cls=d[:, 5], conf=d[:, 4] if conf else None,
-                               names=self.names, labels=labels, line_width=line_width)
+                               names=self.names, labels=labels, line_width=line_width, order_by=d[:, 4])
 
     def _plot_probs(self, *, conf: bool) -> np.ndarray:
         """The image with the top-5 classes written in its top-left corner, best first."""
@@ -398,7 +407,7 @@ class Results:
         else:  # a directory, even with a dot in its name (runs/exp.1)
             file = self._file_in(target)
         file.parent.mkdir(parents=True, exist_ok=True)
-        bgr = cv2.cvtColor(self.plot(labels=labels, conf=conf, line_width=line_width), cv2.COLOR_RGB2BGR)
+        bgr = self.plot(labels=labels, conf=conf, line_width=line_width)  # BGR, what imencode expects
         params = [cv2.IMWRITE_JPEG_QUALITY, 95] if file.suffix.lower() in (".jpg", ".jpeg") else []
         ok, buf = cv2.imencode(file.suffix.lower(), bgr, params)
         if not ok:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from libreyolo.engine.plotting import class_color
+from libreyolo.engine.plotting import class_color, class_color_bgr
 from libreyolo.engine.results import Boxes, Results, next_run_dir
 from libreyolo.errors import ConfigError
 
@@ -73,7 +73,7 @@ def test_boxes_accept_numpy_and_single_row_and_reject_bad_shapes() -> None:
     assert b.xyxy.shape == (1, 4) and isinstance(b.xyxy, np.ndarray)
     with pytest.raises(ConfigError, match=r"\(N, 6\)"):
         Boxes(torch.zeros(3, 4), (10, 10))
-    with pytest.raises(ConfigError, match="RGB"):
+    with pytest.raises(ConfigError, match="BGR uint8 array of shape"):
         Results(orig_img=np.zeros((4, 4), np.uint8), names=NAMES, boxes=torch.zeros(0, 6))
 
 
@@ -113,10 +113,10 @@ def test_plot_draws_box_outlines_in_class_colours() -> None:
     img = r.plot(line_width=2, labels=False)
     assert img.shape == (H, W, 3) and img.dtype == np.uint8
     assert (r.orig_img == 128).all()  # original untouched
-    # left edge of box 0 (x = 10, y from 20 to 60) now has the class-0 colour
-    np.testing.assert_array_equal(img[40, 10], class_color(0))
-    np.testing.assert_array_equal(img[50, 100], class_color(1))  # left edge of box 1 (class 1)
-    assert class_color(0) != class_color(1)
+    # left edge of box 0 (x = 10, y from 20 to 60) now has the class-0 colour, in BGR order
+    np.testing.assert_array_equal(img[40, 10], class_color_bgr(0))
+    np.testing.assert_array_equal(img[50, 100], class_color_bgr(1))  # left edge of box 1 (class 1)
+    assert class_color(0) != class_color(1) and class_color_bgr(0) == class_color(0)[::-1]
     # inside the box, away from the outline, pixels are unchanged
     np.testing.assert_array_equal(img[40, 30], [128, 128, 128])
     # labels add pixels that the outline alone does not
@@ -125,12 +125,42 @@ def test_plot_draws_box_outlines_in_class_colours() -> None:
     assert (r.plot(line_width=2, conf=False) != labelled).any()
 
 
+def test_plot_and_orig_img_are_bgr_so_cv2_keeps_true_colours(tmp_path: Path) -> None:
+    """A red image (BGR (0, 0, 255)) with a box: cv2.imwrite(r.plot()) is still red when read as RGB."""
+    from PIL import Image
+
+    red_bgr = np.zeros((H, W, 3), np.uint8)
+    red_bgr[..., 2] = 255
+    r = Results(orig_img=red_bgr, names=NAMES, boxes=torch.tensor([[10.0, 20.0, 50.0, 60.0, 0.9, 1.0]]))
+    plotted = r.plot(line_width=2, labels=False)
+    np.testing.assert_array_equal(plotted[80, 150], [0, 0, 255])  # background untouched, still BGR
+    np.testing.assert_array_equal(plotted[40, 10], class_color_bgr(1))
+    assert cv2.imwrite(str(tmp_path / "cv.png"), plotted)
+    rgb = np.asarray(Image.open(tmp_path / "cv.png").convert("RGB"))
+    np.testing.assert_array_equal(rgb[80, 150], [255, 0, 0])  # red, not blue
+    np.testing.assert_array_equal(rgb[40, 10], class_color(1))  # the class colour, not its mirror
+    saved = np.asarray(Image.open(r.save(tmp_path / "saved.png", labels=False, line_width=2)).convert("RGB"))
+    np.testing.assert_array_equal(saved, rgb)  # save() writes the same true colours
+
+
+@pytest.mark.parametrize("high_first", [True, False])
+def test_more_confident_label_is_drawn_on_top(high_first: bool) -> None:
+    """Two detections of different classes on the same box: the label you can read is the confident one."""
+    low = [40.0, 40.0, 120.0, 90.0, 0.30, 0.0]
+    high = [40.0, 40.0, 120.0, 90.0, 0.95, 1.0]
+    rows = [high, low] if high_first else [low, high]
+    r = Results(orig_img=np.zeros((H, W, 3), np.uint8), names=NAMES, boxes=torch.tensor(rows))
+    img = r.plot(line_width=2)
+    # the label background sits just above the box's top-left corner; its colour is the winner's
+    np.testing.assert_array_equal(img[38, 41], class_color_bgr(1))
+    np.testing.assert_array_equal(img[40, 80], class_color_bgr(1))  # and so is the shared top edge
+
+
 def test_save_to_directory_and_file(tmp_path: Path) -> None:
     r = _result()
     out = r.save(tmp_path / "run")
     assert out == tmp_path / "run" / "street.png" and r.save_path == out
-    back = cv2.cvtColor(cv2.imread(str(out)), cv2.COLOR_BGR2RGB)
-    np.testing.assert_array_equal(back, r.plot())  # PNG is lossless
+    np.testing.assert_array_equal(cv2.imread(str(out)), r.plot())  # PNG is lossless; both BGR
     jpg = r.save(tmp_path / "x" / "annotated.jpg")
     img = cv2.imread(str(jpg))
     assert img is not None and img.shape == (H, W, 3)
