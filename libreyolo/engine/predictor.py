@@ -1,14 +1,20 @@
 """The prediction pipeline: source -> preprocess -> network -> postprocess -> Results.
 
-Only :meth:`Family.forward` may run inside a CUDA graph; preprocessing (letterbox, normalise)
-and postprocessing (decode, NMS, rescale) are eager (SPEC G-2). Preprocessing runs on the
-model's device, so on CUDA the letterbox and normalisation are GPU work too.
+The network runs as the model's prepared twin (fused, cast once to half precision when
+``half=True``, channels-last where it wins: :mod:`libreyolo.models._base.inference`). For a
+family with a captured decode (``DECODE_TOPK``) the network *and* the decode to a fixed number of
+sorted candidates are one CUDA graph; only the data-dependent rest (threshold to a variable
+count, NMS, ``max_det``) runs eagerly on those candidates after one device-to-host copy per batch
+(SPEC G-2: NMS is never captured). Preprocessing runs on the model's device: one uint8 upload per
+batch of same-shaped images, then resize/pad/normalise there; single images are letterboxed to
+the smallest stride-multiple rectangle (``rect=True``, default).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,15 +22,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from ..errors import ConfigError
 from ..ops import nms as _nms  # noqa: F401 - import torchvision's kernels before anything is timed
 from ..ops.boxes import scale_boxes
-from ..ops.letterbox import check_imgsz, letterbox
+from ..ops.candidates import select_detections
+from ..ops.letterbox import (
+    LetterboxParams,
+    check_imgsz,
+    letterbox,
+    letterbox_batch,
+    letterbox_shape,
+)
+from .results import Results
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
-    from .results import Results
 
 logger = logging.getLogger(__name__)
 
@@ -41,14 +55,16 @@ class PredictOptions:
     save: bool
     save_dir: Path | None
     cuda_graph: Any
-    amp_dtype: torch.dtype | None
+    half: bool
+    fuse: bool
+    rect: bool
     agnostic_nms: bool
     bgr: bool
 
     @classmethod
     def build(cls, *, model: Family, conf: float, iou: float, imgsz: Any, classes: Any, max_det: int,
               device: Any, batch: int, save: bool, save_dir: Any, cuda_graph: Any, half: bool,
-              agnostic_nms: bool, bgr: bool) -> PredictOptions:
+              agnostic_nms: bool, bgr: bool, fuse: bool = True, rect: bool = True) -> PredictOptions:
         from ..graphs.runner import check_policy
         from ..models._base.family import select_device
 
@@ -64,119 +80,259 @@ class PredictOptions:
                 classes = [classes]
             if not all(isinstance(c, int) and 0 <= c < model.nc for c in classes):
                 raise ConfigError(f"classes must be class ids in [0, {model.nc - 1}], got {classes!r}")
+        for key, v in (("half", half), ("fuse", fuse), ("rect", rect)):
+            if not isinstance(v, bool):
+                raise ConfigError(f"{key} must be True or False, got {v!r}")
         check_policy(cuda_graph)
         dev = select_device(device) if device is not None else None
-        amp = None
-        if half:
-            target = dev or model.device
-            amp = torch.float16 if target.type == "cuda" else torch.bfloat16
         return cls(
             conf=float(conf), iou=float(iou),
             imgsz=check_imgsz(imgsz if imgsz is not None else model.imgsz, stride=model.stride),
             classes=list(classes) if classes is not None else None, max_det=max_det, device=dev,
             batch=batch, save=bool(save), save_dir=Path(save_dir) if save_dir else None,
-            cuda_graph=cuda_graph, amp_dtype=amp, agnostic_nms=bool(agnostic_nms), bgr=bool(bgr),
+            cuda_graph=cuda_graph, half=half, fuse=fuse, rect=rect, agnostic_nms=bool(agnostic_nms), bgr=bool(bgr),
         )
 
 
-def preprocess(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device):
-    """RGB uint8 HWC images -> (Tensor[B, 3, H, W] float32 in [0, 1] on ``device``, letterbox params)."""
-    batch, params = [], []
-    for im in images:
-        t = torch.from_numpy(np.ascontiguousarray(im)).to(device, non_blocking=True).permute(2, 0, 1)
-        boxed, p = letterbox(t, imgsz)
-        batch.append(boxed)
-        params.append(p)
-    x = torch.stack(batch).float().div_(255.0)
-    return x, params
+class Staging:
+    """Pinned host buffers for the uint8 upload, reused across calls (one per byte size).
+
+    A buffer is rewritten only after the copy that last read it has finished (an event per
+    buffer), so a reused buffer can never race an upload still in flight.
+    """
+
+    def __init__(self) -> None:
+        self._bufs: dict[int, tuple[Tensor, Any]] = {}
+
+    def upload(self, arr: np.ndarray, device: torch.device) -> Tensor:
+        """arr (np.ndarray, uint8, C-contiguous) -> the same tensor on ``device``."""
+        if arr.flags.writeable:
+            src = torch.from_numpy(arr)
+        else:  # read-only (e.g. np.asarray of a PIL image): never written here, so no copy
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                src = torch.from_numpy(arr)
+        if device.type != "cuda":
+            return src
+        n = src.numel()
+        entry = self._bufs.get(n)
+        if entry is None:
+            if len(self._bufs) >= 4:
+                self._bufs.pop(next(iter(self._bufs)))
+            entry = (torch.empty(n, dtype=torch.uint8, pin_memory=True), torch.cuda.Event())
+            self._bufs[n] = entry
+        buf, done = entry
+        done.synchronize()
+        host = buf.view(src.shape)
+        host.copy_(src)
+        out = host.to(device, non_blocking=True)
+        done.record(torch.cuda.current_stream(device))
+        return out
 
 
-def preprocess_classify(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device) -> torch.Tensor:
-    """RGB uint8 HWC images -> Tensor[B, 3, S, S] float32 in [0, 1]: short side resized to
+_STAGING = Staging()
+
+
+def preprocess(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device, *,
+               dtype: torch.dtype = torch.float32, channels_last: bool = False, rect: bool = False,
+               stride: int = 32, staging: Staging | None = None) -> tuple[Tensor, list[LetterboxParams]]:
+    """RGB uint8 HWC images -> (Tensor[B, 3, H, W] ``dtype`` in [0, 1] on ``device``, letterbox params).
+
+    ``(H, W)`` is ``imgsz``, or with ``rect`` the smallest stride-multiple rectangle holding the
+    scaled image when every image of the batch has the same shape (:func:`letterbox_shape`).
+    Same-shaped images go up as one uint8 upload (through a pinned buffer on CUDA) and are
+    resized, padded and normalised on ``device`` in one batched pass; mixed shapes are letterboxed
+    one by one.
+    """
+    shapes = [tuple(int(v) for v in im.shape[:2]) for im in images]
+    out_shape = letterbox_shape(shapes, imgsz, stride=stride, rect=rect)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    if len(set(shapes)) == 1:
+        arr = images[0][None] if len(images) == 1 else np.stack(images)  # (B, h, w, 3)
+        t = (staging or _STAGING).upload(np.ascontiguousarray(arr), device).permute(0, 3, 1, 2)
+        x, p = letterbox_batch(t, out_shape)
+        params = [p] * len(images)
+    else:
+        boxed, params = [], []
+        for im in images:
+            t = torch.from_numpy(np.ascontiguousarray(im)).to(device, non_blocking=True).permute(2, 0, 1)
+            b, p = letterbox(t, out_shape)
+            boxed.append(b)
+            params.append(p)
+        x = torch.stack(boxed)
+    x = x.to(dtype, memory_format=fmt)
+    return x.div_(255.0), params
+
+
+def preprocess_classify(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device, *,
+                        dtype: torch.dtype = torch.float32, channels_last: bool = False) -> torch.Tensor:
+    """RGB uint8 HWC images -> Tensor[B, 3, S, S] ``dtype`` in [0, 1]: short side resized to
     ``S = min(imgsz)``, central square (the validation transform of :mod:`libreyolo.data.classify`)."""
     from ..data.classify import center_crop
 
     side = min(imgsz)
     batch = [torch.from_numpy(center_crop(np.ascontiguousarray(im), side)) for im in images]
-    return torch.stack(batch).to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255.0)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.stack(batch).to(device, non_blocking=True).permute(0, 3, 1, 2)
+    return x.to(dtype, memory_format=fmt).div_(255.0)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+class CallClock:
+    """Per-batch timing whose parts add up to the whole call, without extra host syncs.
+
+    On CUDA the preprocessing and network parts are GPU time between events recorded around
+    them (read after the batch's one device-to-host copy, so no sync is added); postprocessing is
+    the rest of the time until detections are on the host; ``results`` is building the Results.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.device = device
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+        self.marks: list[Any] = []
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record(torch.cuda.current_stream(self.device))
+            self.marks.append(ev)
+
+    def mark(self) -> None:
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record(torch.cuda.current_stream(self.device))
+            self.marks.append(ev)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def on_host(self) -> None:
+        """Detections are on the host (the GPU work of the batch is done)."""
+        self.t3 = time.perf_counter()
+
+    def speed(self, n: int) -> dict[str, float]:
+        t4 = time.perf_counter()
+        if self.cuda:
+            e0, e1, e2 = self.marks
+            e2.synchronize()
+            pre, inf = e0.elapsed_time(e1), e1.elapsed_time(e2)
+        else:
+            t1, t2 = self.marks
+            pre, inf = (t1 - self.t0) * 1e3, (t2 - t1) * 1e3
+        post = max(0.0, (self.t3 - self.t0) * 1e3 - pre - inf)
+        res = (t4 - self.t3) * 1e3
+        return {"preprocess": pre / n, "inference": inf / n, "postprocess": post / n, "results": res / n}
+
+
+def _prepared(model: Any, opts: PredictOptions) -> tuple[Any, torch.dtype | None]:
+    """The model predict runs and the autocast dtype it still needs (only when it could not be
+    cast: a quantized model or a backend without preparation)."""
+    from ..models._base.inference import half_dtype, input_dtype
+
+    prepare = getattr(model, "prepared", None)
+    twin = prepare(half=opts.half, fuse=opts.fuse) if prepare is not None else model
+    amp = None
+    if opts.half and prepare is not None and input_dtype(twin) == torch.float32:
+        amp = half_dtype(model.device)
+    return twin, amp
 
 
 def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Results]:
     """Yield one :class:`Results` per image / frame."""
-    from .results import Results
     from .sources import load_source
 
     if opts.device is not None:
         model.to(opts.device)  # drops graphs if the device changes (G-8)
     device = model.device
     model.net.eval()
-    save_dir = None
     batches = load_source(source, batch=opts.batch, bgr=opts.bgr)  # validates before any side effect
+    twin, amp = _prepared(model, opts)
     if getattr(model, "OUTPUT_KIND", "boxes") == "probs":
-        yield from _predict_probs(model, batches, opts)
+        yield from _predict_probs(model, twin, amp, batches, opts)
         return
-    for items in batches:
-        t0 = time.perf_counter()
-        x, params = preprocess([it.image for it in items], opts.imgsz, device)
-        _sync(device)
-        t1 = time.perf_counter()
-        raw = model.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=opts.amp_dtype)
-        _sync(device)
-        t2 = time.perf_counter()
-        dets = model.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes,
-                                 max_det=opts.max_det, agnostic=opts.agnostic_nms)
-        out = []
-        for it, det, p in zip(items, dets, params, strict=True):
-            det = det.float()
-            det[:, :4] = scale_boxes(det[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.image.shape[:2])
-            out.append(det.cpu())
-        t3 = time.perf_counter()
-        n = len(items)
-        speed = {"preprocess": (t1 - t0) * 1e3 / n, "inference": (t2 - t1) * 1e3 / n,
-                 "postprocess": (t3 - t2) * 1e3 / n}
-        for it, det in zip(items, out, strict=True):
-            r = Results(orig_img=it.image, path=it.path, names=model.names, boxes=det, speed=speed,
-                        frame=it.frame)
-            if opts.save:
-                if save_dir is None:
-                    from .results import next_run_dir
+    from ..models._base.inference import channels_last, cudnn_benchmark, input_dtype
 
-                    save_dir = opts.save_dir or next_run_dir(Path("runs") / model.task / "predict")
-                r.save(save_dir)
+    decoded = (bool(getattr(twin, "DECODE_TOPK", 0)) and opts.classes is None
+               and opts.max_det <= twin.DECODE_TOPK)
+    dtype = input_dtype(twin) if amp is None and hasattr(twin, "prepared") else torch.float32
+    cl = hasattr(twin, "prepared") and channels_last(twin)
+    clock = CallClock(device)
+    saver = _Saver(model, opts)
+    for items in batches:
+        clock.start()
+        x, params = preprocess([it.image for it in items], opts.imgsz, device, dtype=dtype, channels_last=cl,
+                               rect=opts.rect, stride=model.stride)
+        clock.mark()
+        with cudnn_benchmark(device):
+            raw = twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp, decoded=decoded) if decoded \
+                else twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp)
+        clock.mark()
+        if decoded:
+            dets = select_detections(raw, conf=opts.conf, iou=opts.iou, max_det=opts.max_det,
+                                     agnostic=opts.agnostic_nms, nms=twin.DECODE_NMS)
+        else:
+            dets = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes,
+                                    max_det=opts.max_det, agnostic=opts.agnostic_nms)
+            dets = _to_host(dets)
+        for it, det, p in zip(items, dets, params, strict=True):
+            det[:, :4] = scale_boxes(det[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.image.shape[:2])
+        clock.on_host()
+        out = [Results(orig_img=it.image, path=it.path, names=model.names, boxes=det, frame=it.frame)
+               for it, det in zip(items, dets, strict=True)]
+        speed = clock.speed(len(items))
+        for r in out:
+            r.speed = speed
+            saver(r)
             yield r
 
 
-def _predict_probs(model: Family, batches: Any, opts: PredictOptions) -> Iterator[Results]:
+def _to_host(dets: list[Tensor]) -> list[Tensor]:
+    """Per-image detections -> float32 CPU tensors with one device-to-host copy for the batch."""
+    if not dets or dets[0].device.type == "cpu":
+        return [d.float() for d in dets]
+    sizes = [int(d.shape[0]) for d in dets]
+    return list(torch.cat([d.float() for d in dets]).cpu().split(sizes))
+
+
+class _Saver:
+    """Writes annotated results when ``save`` is set (the run folder is made on first use)."""
+
+    def __init__(self, model: Any, opts: PredictOptions) -> None:
+        self.model, self.opts, self.save_dir = model, opts, None
+
+    def __call__(self, r: Results) -> None:
+        if not self.opts.save:
+            return
+        if self.save_dir is None:
+            from .results import next_run_dir
+
+            self.save_dir = self.opts.save_dir or next_run_dir(Path("runs") / self.model.task / "predict")
+        r.save(self.save_dir)
+
+
+def _predict_probs(model: Family, twin: Any, amp: torch.dtype | None, batches: Any,
+                   opts: PredictOptions) -> Iterator[Results]:
     """The classification path: center crop -> network -> softmax -> ``Results.probs``."""
-    from .results import Results
+    from ..models._base.inference import channels_last, cudnn_benchmark, input_dtype
 
     device = model.device
-    save_dir = None
+    dtype = input_dtype(twin) if amp is None and hasattr(twin, "prepared") else torch.float32
+    cl = hasattr(twin, "prepared") and channels_last(twin)
+    clock = CallClock(device)
+    saver = _Saver(model, opts)
     for items in batches:
-        t0 = time.perf_counter()
-        x = preprocess_classify([it.image for it in items], opts.imgsz, device)
-        _sync(device)
-        t1 = time.perf_counter()
-        raw = model.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=opts.amp_dtype)
-        _sync(device)
-        t2 = time.perf_counter()
-        probs = [p.float().cpu() for p in model.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None,
-                                                             max_det=opts.max_det, agnostic=False)]
-        t3 = time.perf_counter()
-        n = len(items)
-        speed = {"preprocess": (t1 - t0) * 1e3 / n, "inference": (t2 - t1) * 1e3 / n,
-                 "postprocess": (t3 - t2) * 1e3 / n}
-        for it, p in zip(items, probs, strict=True):
-            r = Results(orig_img=it.image, path=it.path, names=model.names, probs=p, speed=speed, frame=it.frame)
-            if opts.save:
-                if save_dir is None:
-                    from .results import next_run_dir
-
-                    save_dir = opts.save_dir or next_run_dir(Path("runs") / model.task / "predict")
-                r.save(save_dir)
+        clock.start()
+        x = preprocess_classify([it.image for it in items], opts.imgsz, device, dtype=dtype, channels_last=cl)
+        clock.mark()
+        with cudnn_benchmark(device):
+            raw = twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp)
+        clock.mark()
+        probs = _to_host(twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None,
+                                          max_det=opts.max_det, agnostic=False))
+        clock.on_host()
+        out = [Results(orig_img=it.image, path=it.path, names=model.names, probs=p, frame=it.frame)
+               for it, p in zip(items, probs, strict=True)]
+        speed = clock.speed(len(items))
+        for r in out:
+            r.speed = speed
+            saver(r)
             yield r

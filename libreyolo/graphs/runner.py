@@ -60,12 +60,13 @@ class GraphKey:
     dtype: str  # compute dtype: the autocast dtype, else the input dtype
     input_dtype: str
     device: str
+    head: str = "raw"  # "raw": the network's outputs; "decoded": network + the family's decode
 
     @classmethod
-    def of(cls, x: Tensor, amp_dtype: torch.dtype | None) -> GraphKey:
+    def of(cls, x: Tensor, amp_dtype: torch.dtype | None, *, decoded: bool = False) -> GraphKey:
         compute = amp_dtype if amp_dtype is not None and amp_dtype != torch.float32 else x.dtype
         return cls(shape=tuple(int(s) for s in x.shape), dtype=_dtype_name(compute),
-                   input_dtype=_dtype_name(x.dtype), device=str(x.device))
+                   input_dtype=_dtype_name(x.dtype), device=str(x.device), head="decoded" if decoded else "raw")
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -195,7 +196,7 @@ class GraphEntry:
             for s in self.steps
         ]
         return {"shape": list(self.key.shape), "dtype": self.key.dtype, "input_dtype": self.key.input_dtype,
-                "device": self.key.device, "replays": self.replays, "capture_ms": round(self.capture_ms, 3),
+                "device": self.key.device, "head": self.key.head, "replays": self.replays, "capture_ms": round(self.capture_ms, 3),
                 "warmup_ms": round(self.warmup_ms, 3), "stages": stages}
 
 
@@ -336,11 +337,13 @@ class PredictGraphs:
     def __len__(self) -> int:
         return len(self._book.entries)
 
-    def run(self, x: Tensor, *, policy: Any, amp_dtype: torch.dtype | None = None) -> Any:
+    def run(self, x: Tensor, *, policy: Any, amp_dtype: torch.dtype | None = None,
+            decoded: bool = False) -> Any:
         """The network on ``x`` (Tensor[B, 3, H, W]) per ``policy``: replay, capture, or eager.
 
-        Returns the same structure and bits as ``model.eager_forward(x, amp_dtype=amp_dtype)``;
-        returned tensors are the caller's (copied out of graph memory).
+        Returns the same structure and bits as ``model.eager_forward(x, amp_dtype=amp_dtype)``
+        (with ``decoded``: as ``model.eager_forward(x, decoded=True)``, the network followed by the
+        family's decode in one graph); returned tensors are the caller's (copied out of graph memory).
         """
         model = self._model()
         if not isinstance(x, Tensor):
@@ -351,8 +354,8 @@ class PredictGraphs:
                 self._book.stats["calls"] += 1
                 self._book.stats["eager_runs"] += 1
                 self._eager_reason = reason
-            return model.eager_forward(x, amp_dtype=amp_dtype)
-        key = GraphKey.of(x, amp_dtype)
+            return model.eager_forward(x, amp_dtype=amp_dtype, decoded=decoded)
+        key = GraphKey.of(x, amp_dtype, decoded=decoded)
         with self._lock:
             self._check_model(model, x)
             decision = self._book.decide(key, policy=policy)
@@ -374,16 +377,17 @@ class PredictGraphs:
             self._book.stats["eager_runs"] += 1
             self._eager_reason = (f"cuda_graph='auto': input {list(key.shape)} {key.dtype} seen once; "
                                   "it is captured when the same shape repeats")
-        return model.eager_forward(x, amp_dtype=amp_dtype)
+        return model.eager_forward(x, amp_dtype=amp_dtype, decoded=decoded)
 
     def capture(self, shape: tuple[int, ...], *, amp_dtype: torch.dtype | None = None,
-                input_dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+                input_dtype: torch.dtype = torch.float32, decoded: bool = False,
+                memory_format: torch.memory_format = torch.contiguous_format) -> dict[str, Any]:
         """Capture the graph for ``shape`` now (a no-op if present); returns its :meth:`info` row."""
         model = self._model()
         device = model.device
         self._refusal(True, device)
-        x = torch.full(tuple(shape), 0.5, dtype=input_dtype, device=device)
-        key = GraphKey.of(x, amp_dtype)
+        x = torch.full(tuple(shape), 0.5, dtype=input_dtype, device=device).contiguous(memory_format=memory_format)
+        key = GraphKey.of(x, amp_dtype, decoded=decoded)
         with self._lock:
             self._check_model(model, x)
             entry = self._book.get(key)
@@ -473,7 +477,7 @@ class PredictGraphs:
                 self._pools[dev] = torch.cuda.graph_pool_handle()
         if dev not in self._streams:
             self._streams[dev] = torch.cuda.Stream(device=x.device)
-        stages = model.forward_stages()
+        stages = model.predict_stages() if key.head == "decoded" else model.forward_stages()
         if not any(s.capturable for s in stages):
             raise GraphCaptureError(f"{model.FAMILY} declares no capturable stage; predict with cuda_graph=False")
         caller_stream = torch.cuda.current_stream(x.device) if x.is_cuda else None

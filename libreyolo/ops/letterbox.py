@@ -52,6 +52,48 @@ def letterbox(image: Tensor, out_shape: tuple[int, int]) -> tuple[Tensor, Letter
     return canvas, p
 
 
+def letterbox_shape(orig_shapes: list[tuple[int, int]], imgsz: tuple[int, int], *, stride: int,
+                    rect: bool = True) -> tuple[int, int]:
+    """The network input (h, w) for a batch of images of ``orig_shapes`` (h, w) at ``imgsz``.
+
+    With ``rect`` and one image shape in the batch: the smallest stride-multiple rectangle that
+    holds the image scaled to fit ``imgsz`` (a 640x480 photo at 640 runs at (480, 640), not
+    (640, 640)). Otherwise (``rect=False``, or mixed shapes in a batch): ``imgsz`` itself.
+    ``imgsz`` must already be stride multiples (:func:`check_imgsz`).
+
+    Example:
+        >>> letterbox_shape([(480, 640)], (640, 640), stride=32)
+        (480, 640)
+        >>> letterbox_shape([(1080, 1920)], (640, 640), stride=32)
+        (384, 640)
+    """
+    if not rect or not orig_shapes or len(set(orig_shapes)) != 1:
+        return imgsz
+    (h0, w0), (H, W) = orig_shapes[0], imgsz
+    r = min(H / h0, W / w0)
+    nh, nw = max(1, int(round(h0 * r))), max(1, int(round(w0 * r)))
+    return (min(H, math.ceil(nh / stride) * stride), min(W, math.ceil(nw / stride) * stride))
+
+
+def letterbox_batch(images: Tensor, out_shape: tuple[int, int]) -> tuple[Tensor, LetterboxParams]:
+    """Letterbox a batch of same-sized images in one resize and one pad.
+
+    images (Tensor[B, 3, h, w], uint8, any memory format) -> (Tensor[B, 3, H, W] holding the
+    values 0..255: uint8, or float32 after a resize; params). Same pixels as :func:`letterbox`
+    per image: bilinear (align_corners=False) resize rounded to integers, padded with 114 grey.
+    Without a resize and a pad the input is returned as it is (no copy).
+    """
+    p = letterbox_params((int(images.shape[2]), int(images.shape[3])), out_shape)
+    x = images
+    if p.new_shape != tuple(images.shape[2:]):
+        x = F.interpolate(x.float(), size=p.new_shape, mode="bilinear", align_corners=False).round_().clamp_(0, 255)
+    left, top = int(p.pad[0]), int(p.pad[1])
+    right, bottom = out_shape[1] - p.new_shape[1] - left, out_shape[0] - p.new_shape[0] - top
+    if left or top or right or bottom:
+        x = F.pad(x, (left, right, top, bottom), value=float(PAD_VALUE))
+    return x, p
+
+
 def check_imgsz(imgsz: int | tuple[int, int] | list[int], *, stride: int) -> tuple[int, int]:
     """Validate an input size and round it up to a multiple of ``stride``; returns (h, w)."""
     from ..errors import ConfigError

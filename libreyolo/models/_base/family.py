@@ -56,6 +56,16 @@ class Family:
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded for this family"
 
+    # Inference preparation (models/_base/inference.py): run the prepared twin in channels-last
+    # memory format on CUDA (set per family from benchmarks/bench_layout.py).
+    INFER_CHANNELS_LAST: ClassVar[bool] = False
+    # Captured decode: a family that implements decode(raw) -> Tensor[B, DECODE_TOPK, 6] (the top
+    # candidates by score, a pure function of the head output) gets it inside the prediction
+    # graph; only thresholding and NMS on those candidates stay eager. 0: no captured decode.
+    DECODE_TOPK: ClassVar[int] = 0
+    # Whether the eager selection after decode runs NMS (dense heads) or only thresholds (DETRs).
+    DECODE_NMS: ClassVar[bool] = True
+
     def __init__(
         self,
         *,
@@ -86,6 +96,8 @@ class Family:
         self.ckpt_path: str | None = None
         self.train_args: dict[str, Any] = {}
         self._graphs: Any = None  # graphs.runner.PredictGraphs, created on first use
+        self._prep: Any = None  # inference.Prepared: the prepared twin predict() runs
+        self.is_twin = False
         self.quant: Any = None  # quantization state (libreyolo.quant), if any
 
     # ------------------------------------------------------------------ family hooks
@@ -118,6 +130,32 @@ class Family:
         """The forward as a chain of stages (SPEC G-9). Default: one capturable stage."""
         return [Stage(name="net", fn=self.net, capturable=True)]
 
+    def decode(self, raw: Any) -> Tensor:
+        """Raw head outputs -> Tensor[B, DECODE_TOPK, 6] float32 candidates (x1, y1, x2, y2 in
+        input pixels, score, class id), sorted by decreasing score. A pure, shape-static function
+        of ``raw`` (no host sync, no data-dependent shape): it runs inside the prediction graph."""
+        raise NotImplementedError(f"{self.FAMILY} has no captured decode (DECODE_TOPK = 0)")
+
+    def predict_stages(self) -> list[Stage]:
+        """:meth:`forward_stages` with :meth:`decode` appended to the last capturable stage, so
+        that one graph holds network and decode. Without a decode: :meth:`forward_stages`."""
+        stages = self.forward_stages()
+        if not self.DECODE_TOPK:
+            return stages
+        last = stages[-1]
+        fn, decode = last.fn, self.decode
+        if last.capturable:
+            return [*stages[:-1], Stage(name=f"{last.name}+decode", fn=lambda v: decode(fn(v)), capturable=True)]
+        return [*stages, Stage(name="decode", fn=decode, capturable=True)]
+
+    def _cached(self, key: Any, build: Any) -> Any:
+        """Memoised constant of the decode (anchor grids per feature shape and device), shared
+        with the prepared twin. Built outside any capture: the eager warm-up runs first."""
+        cache = self.__dict__.setdefault("_decode_cache", {})
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
+
     # ------------------------------------------------------------------ device / state
     @property
     def device(self) -> torch.device:
@@ -136,6 +174,30 @@ class Family:
             self.net.to(device)
         return self
 
+    def prepared(self, *, half: bool = False, fuse: bool = True) -> Family:
+        """The inference twin ``predict()`` runs: fused (unless ``fuse=False``), cast once to
+        half precision when ``half`` (float16 on CUDA, bfloat16 on CPU), channels-last where the
+        family measured it wins. Built on first use and rebuilt when the weights change; this
+        model's own network, training and checkpoints are untouched (see
+        :mod:`libreyolo.models._base.inference`).
+
+        Example:
+            >>> twin = LibreYOLO("LibreYOLO9t.pt").prepared(half=False)  # doctest: +SKIP
+            >>> twin.fused  # doctest: +SKIP
+            True
+        """
+        from .inference import Prepared, prep_spec
+
+        if self.is_twin:
+            return self
+        if self._prep is None:
+            self._prep = Prepared()
+        return self._prep.get(self, prep_spec(self, half=half, fuse=fuse))
+
+    def _drop_prepared(self) -> None:
+        if self._prep is not None:
+            self._prep.drop()
+
     def fuse(self) -> Family:
         """Fold BatchNorm into convolutions and merge re-parameterisable branches for inference.
 
@@ -150,14 +212,17 @@ class Family:
         return self
 
     def invalidate_graphs(self, reason: str) -> None:
+        """Drop captured graphs (parameters moved or were replaced), the prepared twin's too."""
         if self._graphs is not None:
             self._graphs.invalidate(reason)
+        self._drop_prepared()
 
     def load_weights(self, state_dict: dict[str, Tensor], *, strict: bool = True) -> None:
         """Copy weights into the existing parameters (addresses kept, graphs stay valid)."""
         from ...io.checkpoint import load_state_into
 
         load_state_into(self, state_dict, strict=strict)
+        self._drop_prepared()
 
     def save(self, path: str | Path, **extra: Any) -> Path:
         """Write a checkpoint (weights + metadata), atomically."""
@@ -175,23 +240,26 @@ class Family:
         return f"{type(self).__name__}(size={i['size']!r}, task={i['task']!r}, nc={i['nc']}, params={i['params']:,})"
 
     # ------------------------------------------------------------------ network step
-    def forward(self, x: Tensor, *, cuda_graph: CudaGraphPolicy = False, amp_dtype: torch.dtype | None = None) -> Any:
+    def forward(self, x: Tensor, *, cuda_graph: CudaGraphPolicy = False, amp_dtype: torch.dtype | None = None,
+                decoded: bool = False) -> Any:
         """Run the network on a preprocessed batch (Tensor[B, 3, H, W] float in [0, 1]).
 
-        With ``cuda_graph`` True/"auto" the capturable stages replay from CUDA graphs.
+        With ``cuda_graph`` True/"auto" the capturable stages replay from CUDA graphs. With
+        ``decoded`` the family's :meth:`decode` follows the network (in the same graph).
         """
         from ...graphs.runner import check_policy
 
         policy = check_policy(cuda_graph)
         if policy is False:
-            return self.eager_forward(x, amp_dtype=amp_dtype)
-        return self.graphs.run(x, policy=policy, amp_dtype=amp_dtype)
+            return self.eager_forward(x, amp_dtype=amp_dtype, decoded=decoded)
+        return self.graphs.run(x, policy=policy, amp_dtype=amp_dtype, decoded=decoded)
 
-    def eager_forward(self, x: Tensor, *, amp_dtype: torch.dtype | None = None) -> Any:
+    def eager_forward(self, x: Tensor, *, amp_dtype: torch.dtype | None = None, decoded: bool = False) -> Any:
+        """The eager contract every replay must equal bit for bit."""
         from ...graphs.seam import run_eager
 
         with torch.inference_mode(), _autocast(x.device, amp_dtype):
-            return run_eager(self.forward_stages(), x)
+            return run_eager(self.predict_stages() if decoded else self.forward_stages(), x)
 
     # ------------------------------------------------------------------ CUDA graphs (G-3)
     @property
@@ -203,29 +271,56 @@ class Family:
         return self._graphs
 
     def capture_graph(
-        self, imgsz: int | tuple[int, int] | None = None, batch: int = 1, dtype: torch.dtype | None = None
+        self, imgsz: int | tuple[int, int] | None = None, batch: int = 1, dtype: torch.dtype | None = None,
+        *, half: bool | None = None, fuse: bool = True,
     ) -> dict[str, Any]:
-        """Capture the graph for one input shape ahead of the first request.
+        """Capture the prediction graph for one input shape ahead of the first request.
+
+        The graph is the one ``predict(cuda_graph=...)`` replays: the prepared model (fused; cast
+        to half when ``half=True`` or ``dtype`` is a half dtype) with the family's decode inside.
+        ``imgsz`` is the *network input* size: ``predict`` letterboxes a single image to the
+        smallest stride-multiple rectangle (a 640x480 photo runs at (480, 640)), so capture that.
 
         Example:
             >>> model = LibreYOLO("LibreYOLO9t.pt").to("cuda")  # doctest: +SKIP
-            >>> model.capture_graph(imgsz=640, batch=1, dtype=torch.float16)  # doctest: +SKIP
+            >>> model.capture_graph(imgsz=(480, 640), batch=1, half=True)  # doctest: +SKIP
         """
         from ...ops.letterbox import check_imgsz
 
         hw = check_imgsz(imgsz if imgsz is not None else self.imgsz, stride=self.stride)
         if not isinstance(batch, int) or batch < 1:
             raise ConfigError(f"batch must be a positive int, got {batch!r}")
-        return self.graphs.capture((batch, 3, *hw), amp_dtype=dtype)
+        if half is None:
+            half = dtype is not None and dtype != torch.float32
+        twin = self.prepared(half=bool(half), fuse=fuse)
+        from .inference import channels_last, input_dtype
+
+        fmt = torch.channels_last if channels_last(twin) else torch.contiguous_format
+        return twin.graphs.capture((batch, 3, *hw), input_dtype=input_dtype(twin), decoded=bool(twin.DECODE_TOPK),
+                                   memory_format=fmt)
 
     def graph_info(self) -> dict[str, Any]:
-        """Captured graphs (shape, dtype, device, replays, capture ms) and eager-fallback reasons."""
-        return self.graphs.info()
+        """Captured graphs (shape, dtype, device, replays, capture ms) and eager-fallback reasons.
+
+        After ``predict`` these are the prepared model's graphs (see :meth:`prepared`)."""
+        twin_graphs = self._prep.graphs_of_twin() if self._prep is not None else None
+        g = twin_graphs if twin_graphs is not None else self.graphs
+        info = g.info()
+        twin = self._prep.twin if self._prep is not None else None
+        if twin is not None:
+            from .inference import channels_last, input_dtype
+
+            info["prepared"] = {"fused": bool(twin.fused), "dtype": str(input_dtype(twin)).removeprefix("torch."),
+                                "channels_last": channels_last(twin), "decode_in_graph": bool(twin.DECODE_TOPK)}
+        return info
 
     def release_graphs(self) -> None:
-        """Free every captured graph and its memory pool."""
+        """Free every captured graph and its memory pool (the prepared model's too)."""
         if self._graphs is not None:
             self._graphs.release()
+        twin_graphs = self._prep.graphs_of_twin() if self._prep is not None else None
+        if twin_graphs is not None:
+            twin_graphs.release()
 
     # ------------------------------------------------------------------ user API
     def predict(
@@ -246,8 +341,17 @@ class Family:
         half: bool = False,
         agnostic_nms: bool = False,
         bgr: bool = False,
+        fuse: bool = True,
+        rect: bool = True,
     ) -> list[Results] | Iterator[Results]:
         """Detect objects in ``source`` (path, folder, glob, list, PIL, numpy, tensor, video).
+
+        Runs the prepared model (:meth:`prepared`): fused unless ``fuse=False``; ``half=True``
+        casts its weights once to float16 (CUDA) / bfloat16 (CPU). ``rect=True`` letterboxes a
+        single image (or a batch of same-sized images) to the smallest stride-multiple rectangle;
+        ``rect=False`` always to the square ``imgsz``. ``Results.speed`` holds milliseconds per
+        image for ``preprocess``, ``inference``, ``postprocess`` and ``results``; they add up to
+        the call.
 
         Example:
             >>> from libreyolo import LibreYOLO, SAMPLE_IMAGE
@@ -260,7 +364,7 @@ class Family:
         opts = PredictOptions.build(
             model=self, conf=conf, iou=iou, imgsz=imgsz, classes=classes, max_det=max_det,
             device=device, batch=batch, save=save, save_dir=save_dir, cuda_graph=cuda_graph,
-            half=half, agnostic_nms=agnostic_nms, bgr=bgr,
+            half=half, agnostic_nms=agnostic_nms, bgr=bgr, fuse=fuse, rect=rect,
         )
         gen = predict(self, source, opts)
         return gen if stream else list(gen)

@@ -21,6 +21,7 @@ class YOLO9(Family):
     EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
+    DECODE_TOPK: ClassVar[int] = 1000
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
@@ -34,6 +35,20 @@ class YOLO9(Family):
 
         return postprocess(raw, net=self.net, conf=conf, iou=iou, classes=classes, max_det=max_det,
                            agnostic=agnostic)
+
+    def decode(self, raw: Any) -> Tensor:
+        from .postprocess import decode
+
+        feats = list(raw)
+        return decode(feats, net=self.net, k=self.DECODE_TOPK, anchors=self._anchors(feats))
+
+    def _anchors(self, feats: list[Tensor]) -> tuple[Tensor, Tensor]:
+        from ...ops.anchors import make_anchors
+
+        shapes = tuple(tuple(int(v) for v in f.shape[2:]) for f in feats)
+        device = feats[0].device
+        return self._cached(("anchors", shapes, str(device)),
+                            lambda: make_anchors(list(shapes), tuple(self.net.strides), device=device))
 
     def build_criterion(self) -> Any:
         from .loss import YOLO9Loss

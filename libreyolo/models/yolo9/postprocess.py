@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...ops.anchors import dfl_expectation, dist2bbox, flatten_levels, make_anchors
+from ...ops.candidates import pack_candidates, topk_candidates
 from ...ops.nms import non_max_suppression
 
 MAX_CANDIDATES = 30_000
@@ -71,6 +72,31 @@ def postprocess(
         keep = non_max_suppression(boxes, s, lab, iou=iou, max_det=max_det, agnostic=agnostic)
         out.append(torch.cat((boxes[keep], s[keep, None], lab[keep, None].float()), 1))
     return out
+
+
+def decode(raw: list[Tensor] | tuple[Tensor, ...], *, net: nn.Module, k: int,
+           anchors: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    """The capturable decode: raw outputs -> Tensor[B, min(k, A), 6] float32 candidates (x1, y1,
+    x2, y2 in network-input pixels, score, class id) by decreasing score.
+
+    Same per-anchor math as :func:`postprocess` (best class by logit, sigmoid, DFL expectation,
+    distances around the anchor times the stride), on a fixed number of anchors: no threshold,
+    no host sync. ``anchors``: precomputed ``make_anchors`` output for these feature shapes.
+    """
+    nc, reg_max, strides = int(net.nc), int(net.reg_max), tuple(net.strides)
+    feats = list(raw)
+    _check_raw(feats, nc=nc, reg_max=reg_max, n_levels=len(strides))
+    flat = flatten_levels(feats)  # (B, 4R + C, A)
+    box_logits, cls_logits = flat.split((4 * reg_max, nc), 1)  # (B, 4R, A), (B, C, A)
+    best_logit, best = cls_logits.max(1)  # (B, A)
+    top, idx = topk_candidates(best_logit.float().sigmoid(), k)  # (B, k)
+    sel = box_logits.gather(2, idx[:, None, :].expand(-1, 4 * reg_max, -1)).float()  # (B, 4R, k)
+    dist = dfl_expectation(sel, reg_max)  # (B, k, 4)
+    if anchors is None:
+        anchors = make_anchors([tuple(f.shape[2:]) for f in feats], strides, device=flat.device)
+    points, stride_t = anchors
+    boxes = dist2bbox(dist, points[idx]) * stride_t[idx]  # (B, k, 4)
+    return pack_candidates(boxes, top, best.gather(1, idx))
 
 
 def _check_raw(feats: list[Tensor], *, nc: int, reg_max: int, n_levels: int) -> None:

@@ -34,6 +34,7 @@ class YOLOX(Family):
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
+    DECODE_TOPK: ClassVar[int] = 1000
 
     def __init__(
         self,
@@ -66,6 +67,16 @@ class YOLOX(Family):
 
         return postprocess(raw, net=self.net, conf=conf, iou=iou, classes=classes, max_det=max_det,
                            agnostic=agnostic)
+
+    def decode(self, raw: Any) -> Tensor:
+        from .postprocess import decode, make_grid
+
+        feats = list(raw)
+        shapes = tuple(tuple(int(v) for v in f.shape[2:]) for f in feats)
+        dev = feats[0].device
+        grid = self._cached(("grid", shapes, str(dev)), lambda: make_grid(
+            list(shapes), tuple(int(s) for s in self.net.strides), device=dev))
+        return decode(feats, net=self.net, k=self.DECODE_TOPK, grid=grid)
 
     def build_criterion(self) -> Any:
         from .loss import YOLOXLoss

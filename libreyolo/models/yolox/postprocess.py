@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...ops.boxes import xywh_to_xyxy
+from ...ops.candidates import pack_candidates, topk_candidates
 from ...ops.nms import non_max_suppression
 
 MAX_CANDIDATES = 30_000
@@ -105,6 +106,25 @@ def postprocess(
         keep = non_max_suppression(boxes, s, lab, iou=iou, max_det=max_det, agnostic=agnostic)
         out.append(torch.cat((boxes[keep], s[keep, None], lab[keep, None].float()), 1))
     return out
+
+
+def decode(raw: list[Tensor] | tuple[Tensor, ...], *, net: nn.Module, k: int,
+           grid: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    """The capturable decode: raw outputs -> Tensor[B, min(k, A), 6] float32 candidates (x1, y1,
+    x2, y2 in network-input pixels, score = objectness x best class, class id) by decreasing
+    score. Same per-anchor math as :func:`postprocess`, on a fixed number of anchors."""
+    nc, strides = int(net.nc), tuple(int(s) for s in net.strides)
+    feats = list(raw)
+    _check_raw(feats, nc=nc, n_levels=len(strides))
+    x = flatten_outputs(feats)  # (B, A, 5 + C)
+    best_logit, best = x[..., 5:].max(2)  # (B, A)
+    top, idx = topk_candidates(x[..., 4].sigmoid() * best_logit.sigmoid(), k)  # (B, k)
+    if grid is None:
+        grid = make_grid([tuple(f.shape[2:]) for f in feats], strides, device=x.device)
+    g, stride = grid
+    reg = x[..., :4].gather(1, idx[..., None].expand(-1, -1, 4))  # (B, k, 4)
+    boxes = xywh_to_xyxy(decode_boxes(reg, g[idx], stride[idx]))  # (B, k, 4)
+    return pack_candidates(boxes, top, best.gather(1, idx))
 
 
 def _check_raw(feats: list[Tensor], *, nc: int, n_levels: int) -> None:

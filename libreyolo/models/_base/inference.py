@@ -1,0 +1,174 @@
+"""The prepared inference model: what ``predict()`` runs.
+
+A :class:`~libreyolo.models._base.family.Family` keeps its network trainable (BatchNorms,
+re-parameterisable branches, fp32 weights). Prediction runs a *prepared twin* of it instead:
+
+* fused (BatchNorm folded into convolutions, RepConv branches merged) unless ``fuse=False``;
+* cast once to the half dtype (``float16`` on CUDA, ``bfloat16`` elsewhere) when ``half=True``,
+  so no weight is re-cast per call (autocast with its weight cache off re-cast every weight on
+  every call and made fp16 slower than fp32);
+* in channels-last memory format where the family measured that it wins
+  (``Family.INFER_CHANNELS_LAST``; on CUDA only).
+
+The twin is a shallow copy of the family object with its own deep-copied network and its own
+CUDA graphs, so training, ``save()`` and ``state_dict`` keep seeing the original network. When
+nothing needs preparing (``fuse=False`` or already fused, fp32, no layout change) the model is
+its own twin and no memory is spent.
+
+The twin is rebuilt when it could be stale: the original network's tensors were updated in place
+(their ``_version`` counters move: a training step, ``load_weights``), its parameters were
+relocated or replaced, or the device changed. Graph parity is defined on the twin: its captured
+replay must equal its own eager forward bit for bit.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from .family import Family
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrepSpec:
+    """How the twin is prepared: fused or not, its weight dtype, its memory format, its device."""
+
+    fuse: bool
+    dtype: torch.dtype
+    channels_last: bool
+    device: str
+
+
+def half_dtype(device: torch.device) -> torch.dtype:
+    """The dtype ``half=True`` means on ``device``: float16 on CUDA, bfloat16 elsewhere (CPU
+    kernels are fast and safe in bfloat16, not in float16)."""
+    return torch.float16 if device.type == "cuda" else torch.bfloat16
+
+
+def prep_spec(model: Family, *, half: bool, fuse: bool) -> PrepSpec:
+    device = model.device
+    return PrepSpec(fuse=bool(fuse) and not model.fused, dtype=half_dtype(device) if half else torch.float32,
+                    channels_last=bool(model.INFER_CHANNELS_LAST) and device.type == "cuda",
+                    device=str(device))
+
+
+class Fingerprint:
+    """Cheap proof that a network's weights did not change since it was taken.
+
+    Holds the network's parameter and buffer tensors; stale when one of them was modified in
+    place (``Tensor._version`` moved) or when the module tree now holds different tensors at the
+    first or last parameter slot (replaced parameters).
+    """
+
+    def __init__(self, net: nn.Module) -> None:
+        self.net = net
+        self.tensors = [*net.parameters(), *net.buffers()]
+        self.version = self._version()
+        self.ends = self._ends()
+
+    def _version(self) -> int:
+        return sum(t._version for t in self.tensors)
+
+    def _ends(self) -> tuple[int, ...]:
+        params = list(self.net.parameters())
+        return (len(params), id(params[0]), id(params[-1])) if params else (0,)
+
+    def stale(self, net: nn.Module) -> bool:
+        return net is not self.net or self._version() != self.version or self._ends() != self.ends
+
+
+def build_twin(model: Family, spec: PrepSpec) -> Family:
+    """A prepared copy of ``model`` per ``spec`` (or ``model`` itself when nothing changes)."""
+    if not spec.fuse and spec.dtype == torch.float32 and not spec.channels_last:
+        return model
+    if model.quant is not None:  # quantized modules own their own weight formats
+        return model
+    twin = copy.copy(model)
+    net = copy.deepcopy(model.net).eval()
+    for p in net.parameters():
+        p.requires_grad_(False)
+    twin.net = net
+    twin._graphs = None
+    twin._prep = None
+    if spec.fuse:
+        fuse = getattr(net, "fuse", None)
+        if fuse is not None:
+            fuse()
+        twin.fused = True
+    if spec.dtype != torch.float32:
+        net.to(spec.dtype)
+    if spec.channels_last:
+        net.to(memory_format=torch.channels_last)
+    twin.is_twin = True
+    logger.debug("prepared %s-%s for inference: fused=%s dtype=%s channels_last=%s", model.FAMILY,
+                 model.size, twin.fused, spec.dtype, spec.channels_last)
+    return twin
+
+
+class Prepared:
+    """The cached twin of one model and what it was prepared from."""
+
+    def __init__(self) -> None:
+        self.spec: PrepSpec | None = None
+        self.twin: Family | None = None
+        self.fingerprint: Fingerprint | None = None
+
+    def get(self, model: Family, spec: PrepSpec) -> Family:
+        if (self.twin is None or self.spec != spec or self.fingerprint is None
+                or self.fingerprint.stale(model.net)):
+            self.drop()
+            self.twin = build_twin(model, spec)
+            self.spec = spec
+            self.fingerprint = Fingerprint(model.net)
+        return self.twin
+
+    def drop(self) -> None:
+        if self.twin is not None and getattr(self.twin, "is_twin", False):
+            self.twin.release_graphs()
+        self.twin, self.spec, self.fingerprint = None, None, None
+
+    def graphs_of_twin(self) -> Any:
+        t = self.twin
+        return t._graphs if t is not None and getattr(t, "is_twin", False) else None
+
+
+def input_dtype(model: Family) -> torch.dtype:
+    """The dtype a prepared model's network expects its input in (its first floating parameter's)."""
+    for p in model.net.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return torch.float32
+
+
+def channels_last(model: Family) -> bool:
+    for p in model.net.parameters():
+        if p.dim() == 4:
+            return p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous()
+    return False
+
+
+def cudnn_benchmark(device: torch.device) -> Any:
+    """Context: cuDNN autotuning on for a prediction call (conv algorithms measured once per
+    shape and cached process-wide, so eager and captured calls pick the same algorithm)."""
+    import contextlib
+
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    return _Benchmark()
+
+
+class _Benchmark:
+    def __enter__(self) -> None:
+        self.prev = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = True
+
+    def __exit__(self, *exc: Any) -> None:
+        torch.backends.cudnn.benchmark = self.prev

@@ -1,0 +1,158 @@
+"""The prepared inference path (CPU): rect letterbox geometry, the prepared twin, the captured
+decode's equivalence with the eager postprocess, and the honest speed breakdown."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from libreyolo.graphs.parity import randomise_norm_stats
+from libreyolo.models.yolo9.family import YOLO9
+from libreyolo.models.yolox.family import YOLOX
+from libreyolo.ops.boxes import scale_boxes
+from libreyolo.ops.candidates import select_detections
+from libreyolo.ops.letterbox import letterbox_batch, letterbox_params, letterbox_shape
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# --------------------------------------------------------------------------- rect letterbox
+@pytest.mark.parametrize(("orig", "imgsz", "want"), [
+    ((480, 640), (640, 640), (480, 640)),
+    ((1080, 1920), (640, 640), (384, 640)),
+    ((640, 480), (640, 640), (640, 480)),
+    ((100, 333), (320, 320), (96, 320)),
+    ((50, 50), (640, 640), (640, 640)),
+])
+def test_rect_shape_is_the_smallest_stride_multiple(orig, imgsz, want):
+    assert letterbox_shape([orig], imgsz, stride=32) == want
+    assert letterbox_shape([orig], imgsz, stride=32, rect=False) == imgsz
+    assert letterbox_shape([orig, (orig[0] + 1, orig[1])], imgsz, stride=32) == imgsz  # mixed batch: square
+
+
+@pytest.mark.parametrize("orig", [(480, 640), (1080, 1920), (333, 101), (640, 640)])
+def test_rect_boxes_map_back_exactly(orig):
+    out = letterbox_shape([orig], (640, 640), stride=32)
+    p = letterbox_params(orig, out)
+    h, w = orig
+    box = torch.tensor([[0.1 * w, 0.2 * h, 0.7 * w, 0.9 * h]], dtype=torch.float64)
+    fwd = box * p.ratio + torch.tensor([p.pad[0], p.pad[1], p.pad[0], p.pad[1]], dtype=torch.float64)
+    assert (fwd[:, [0, 2]] <= out[1]).all() and (fwd[:, [1, 3]] <= out[0]).all()
+    back = scale_boxes(fwd, ratio=p.ratio, pad=p.pad, orig_shape=orig)
+    torch.testing.assert_close(back, box, rtol=0, atol=1e-9)
+
+
+def test_letterbox_batch_matches_per_image_letterbox():
+    from libreyolo.ops.letterbox import letterbox
+
+    gen = torch.Generator().manual_seed(0)
+    imgs = torch.randint(0, 256, (2, 3, 90, 120), dtype=torch.uint8, generator=gen)
+    x, p = letterbox_batch(imgs, (96, 160))
+    for i in range(2):
+        ref, rp = letterbox(imgs[i], (96, 160))
+        assert rp == p
+        assert torch.equal(x[i].to(torch.uint8), ref)
+    same, _ = letterbox_batch(imgs, (90, 120))
+    assert same is imgs  # nothing to do: no copy
+
+
+# --------------------------------------------------------------------------- the prepared twin
+def _model(cls=YOLO9, size="t", nc=4):
+    torch.manual_seed(0)
+    m = cls(size=size, nc=nc, imgsz=128)
+    randomise_norm_stats(m.net, seed=0)
+    return m
+
+
+def test_prepared_twin_is_fused_cached_and_leaves_the_model_trainable():
+    m = _model()
+    twin = m.prepared()
+    assert twin is not m and twin.fused and not m.fused
+    assert twin is m.prepared()  # idempotent: built once
+    assert any(isinstance(mod, torch.nn.BatchNorm2d) for mod in m.net.modules())  # original untouched
+    assert not any(isinstance(mod, torch.nn.BatchNorm2d) for mod in twin.net.modules())
+    x = torch.rand(1, 3, 128, 128)
+    with torch.inference_mode():
+        a, b = m.net(x), twin.net(x)
+    for u, v in zip(a, b, strict=True):
+        torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-4)
+    assert m.prepared(fuse=False) is m  # nothing to prepare: the model itself
+
+
+def test_prepared_twin_is_rebuilt_when_weights_change_in_place():
+    m = _model()
+    twin = m.prepared()
+    with torch.no_grad():
+        next(m.net.parameters()).add_(1.0)  # an optimizer step, as training does
+    fresh = m.prepared()
+    assert fresh is not twin
+    m.load_weights(m.net.state_dict())
+    assert m.prepared() is not fresh
+
+
+def test_half_twin_is_cast_once_and_keeps_fp32_master():
+    m = _model()
+    twin = m.prepared(half=True)
+    dtypes = {p.dtype for p in twin.net.parameters()}
+    assert dtypes == {torch.bfloat16}  # CPU: bfloat16
+    assert {p.dtype for p in m.net.parameters()} == {torch.float32}
+    res = m.predict(np.full((96, 128, 3), 127, np.uint8), half=True)
+    assert res[0].boxes.data.dtype == torch.float32
+    assert m.graph_info()["prepared"] == {"fused": True, "dtype": "bfloat16", "channels_last": False,
+                                          "decode_in_graph": True}
+
+
+def test_training_after_predict_sees_the_unfused_model(tmp_path):
+    m = _model()
+    m.predict(np.zeros((64, 64, 3), np.uint8))
+    assert not m.fused  # predict fused a copy, so train() does not refuse the model
+
+
+# --------------------------------------------------------------------------- captured decode
+@pytest.mark.parametrize(("cls", "size"), [(YOLO9, "t"), (YOLOX, "nano")])
+def test_decode_then_select_equals_the_eager_postprocess(cls, size):
+    m = _model(cls, size)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.rand(2, 3, 128, 160, generator=gen)
+    with torch.no_grad():
+        raw = list(m.net(x))
+    for r in raw:  # lift some class logits so that tens of candidates pass conf=0.25
+        r[:, -m.nc:] += 10.0 * torch.rand(r[:, -m.nc:].shape, generator=gen)
+        if cls is YOLOX:
+            r[:, 4] += 8.0
+    ref = m.postprocess(raw, conf=0.25, iou=0.6, classes=None, max_det=50, agnostic=False)
+    with torch.inference_mode():
+        cands = m.decode(raw)
+    assert cands.shape == (2, min(m.DECODE_TOPK, sum(r.shape[2] * r.shape[3] for r in raw)), 6)
+    assert (cands[:, 1:, 4] <= cands[:, :-1, 4]).all()  # sorted by score
+    got = select_detections(cands, conf=0.25, iou=0.6, max_det=50, agnostic=False)
+    assert sum(len(r) for r in ref) > 10
+    for a, b in zip(ref, got, strict=True):
+        assert a.shape == b.shape
+        torch.testing.assert_close(b, a.float(), rtol=1e-5, atol=1e-4)
+
+
+def test_predict_uses_the_decode_and_matches_the_postprocess_path():
+    m = _model()
+    with torch.no_grad():  # make the untrained head fire on some anchors
+        for conv in m.net.head.cls:
+            conv[-1].bias.add_(6.0)
+    img = np.random.default_rng(0).integers(0, 255, (100, 140, 3), dtype=np.uint8)
+    fast = m.predict(img, conf=0.3, max_det=40)[0]
+    slow = m.predict(img, conf=0.3, max_det=40, classes=list(range(m.nc)))[0]  # classes -> eager postprocess
+    assert len(fast) > 0 and fast.boxes.data.shape == slow.boxes.data.shape
+    torch.testing.assert_close(fast.boxes.data, slow.boxes.data, rtol=1e-5, atol=1e-3)
+
+
+def test_speed_parts_add_up_and_include_results():
+    m = _model()
+    r = m.predict(np.zeros((64, 96, 3), np.uint8))[0]
+    assert set(r.speed) == {"preprocess", "inference", "postprocess", "results"}
+    assert all(v >= 0 for v in r.speed.values()) and r.speed["inference"] > 0
