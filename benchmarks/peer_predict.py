@@ -315,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_ultralytics:
         rows += ultralytics_arms(np.ascontiguousarray(rgb[:, :, ::-1]), batches=batches, device=device,
                                  warmup=args.warmup, iters=args.iters)
-    rows += libre_arms(rgb, families=fams, batches=batches, device=device, warmup=args.warmup, iters=args.iters)
+    bgr = np.ascontiguousarray(rgb[:, :, ::-1])  # both libraries take numpy arrays in OpenCV (BGR) order
+    rows += libre_arms(bgr, families=fams, batches=batches, device=device, warmup=args.warmup, iters=args.iters)
     net = network_step(rgb, families=fams, device=device, warmup=args.warmup, iters=args.iters,
                        with_compile=not args.no_compile) if device.type == "cuda" else {}
     tg = targets(rows, net)

@@ -276,7 +276,7 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
         for it, det, p in zip(items, dets, params, strict=True):
             det[:, :4] = scale_boxes(det[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.image.shape[:2])
         clock.on_host()
-        out = [Results(orig_img=it.image, path=it.path, names=model.names, boxes=det, frame=it.frame)
+        out = [Results(orig_img=it.orig, path=it.path, names=model.names, boxes=det, frame=it.frame)
                for it, det in zip(items, dets, strict=True)]
         speed = clock.speed(len(items))
         for r in out:
@@ -329,7 +329,7 @@ def _predict_probs(model: Family, twin: Any, amp: torch.dtype | None, batches: A
         probs = _to_host(twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None,
                                           max_det=opts.max_det, agnostic=False))
         clock.on_host()
-        out = [Results(orig_img=it.image, path=it.path, names=model.names, probs=p, frame=it.frame)
+        out = [Results(orig_img=it.orig, path=it.path, names=model.names, probs=p, frame=it.frame)
                for it, p in zip(items, probs, strict=True)]
         speed = clock.speed(len(items))
         for r in out:
