@@ -94,14 +94,17 @@ def resolve_commit(given: str | None) -> str:
         return "unknown"
 
 
-def prepare_env(log_dir: Path, commit: str) -> dict[str, str]:
-    """The environment every command runs with; installs carried wheels first."""
+def prepare_env(log_dir: Path, commit: str, *, wheels: bool = True) -> dict[str, str]:
+    """The environment every command runs with; installs carried wheels first (unless ``wheels`` is False)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "LIBREYOLO_COMMIT": commit, "NCCL_NVLS_ENABLE": "0"}
     paths = [str(ROOT)]
-    wheels = sorted((ROOT / ".whl").glob("*.whl"))
-    if wheels:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                        "--no-cache-dir", "--upgrade", "--target", str(SITE), *map(str, wheels)], check=True)
+    carried = sorted((ROOT / ".whl").glob("*.whl")) if wheels else []
+    if carried:
+        p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                            "--no-cache-dir", "--upgrade", "--target", str(SITE), *map(str, carried)])
+        if p.returncode != 0:
+            raise SystemExit(f"run.py: installing the carried wheels of .whl/ into {SITE} failed (pip exit "
+                             f"{p.returncode}, see above); --no-wheels runs without them")
         paths.insert(0, str(SITE))
     env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [os.environ.get("PYTHONPATH")] if p])
     for name, argv in (("nvidia-smi.txt", ["nvidia-smi"]), ("env.txt", [sys.executable, "-c", ENV_PROBE])):
@@ -251,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--machine", default=None, help="keep only entries of this machine kind")
     ap.add_argument("--gpus", default=None, help="comma list of GPU ids: one lane per GPU")
     ap.add_argument("--commit", default=None, help="commit recorded in the results (default: see above)")
+    ap.add_argument("--no-wheels", action="store_true", help="do not install the carried wheels of .whl/")
     ap.add_argument("--pack-to", type=Path, default=None, help="afterwards, pack logs and results into this .tgz")
     ap.add_argument("--manifest", type=Path, default=MANIFEST, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -261,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     commit = resolve_commit(args.commit)
-    env = prepare_env(args.out, commit)
+    env = prepare_env(args.out, commit, wheels=not args.no_wheels)
     summary = Summary(args.out / "summary.json", commit=commit, names=names)
     gpus = [g for g in (args.gpus or "").split(",") if g]
     try:

@@ -76,7 +76,7 @@ def test_lanes_run_wide_entries_alone_then_share_a_queue(tmp_path: Path, monkeyp
 def test_main_writes_summary_with_rc_and_seconds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     manifest = tmp_path / "manifest.yaml"
     manifest.write_text(json.dumps({"entries": {k: ENTRIES[k] for k in ("bench_a", "bench_b")}}))
-    monkeypatch.setattr(run, "prepare_env", lambda log_dir, commit: {"PATH": ""})
+    monkeypatch.setattr(run, "prepare_env", lambda log_dir, commit, wheels: {"PATH": ""})
     rc = run.main(["bench_*", "--out", str(tmp_path / "res"), "--manifest", str(manifest), "--commit", "abc1234"])
     doc = json.loads((tmp_path / "res" / "summary.json").read_text())
     assert rc == 1  # bench_b exits 3
