@@ -153,18 +153,19 @@ def run_train(kw: dict[str, Any], quiet: bool) -> int:
     return 0
 
 
+_VAL_HELP = {"data": "dataset yaml (or a built-in dataset name); default: the model's training dataset",
+             "imgsz": "input size: 640 or h,w", "batch": "images per batch", "conf": "confidence threshold",
+             "iou": "NMS IoU threshold", "max_det": "most detections per image", "device": "cpu, cuda, 0, cuda:1",
+             "split": "dataset split: val or train", "half": "half precision",
+             "workers": "data-loading processes (capped to the CPUs available)",
+             "verbose": "per-class table", "plots": "write plots"}
+
+
 def _val_keys() -> dict[str, Key]:
-    return _as_dict([
-        *_model_keys(),
-        Key(name="data", kind="str", help="dataset yaml (or a built-in dataset name)"),
-        Key(name="imgsz", help="input size: 640 or h,w"),
-        Key(name="batch", kind="int", help="images per batch"),
-        Key(name="conf", kind="float", help="confidence threshold"),
-        Key(name="iou", kind="float", help="NMS IoU threshold"),
-        Key(name="device", kind="str", help="cpu, cuda, 0, cuda:1"),
-        Key(name="split", kind="str", help="dataset split: val or test"),
-        Key(name="half", kind="bool", help="half precision"),
-    ])
+    from ..engine.validator import ValConfig
+
+    keys = [dataclasses.replace(k, help=k.help or _VAL_HELP.get(k.name, "")) for k in _dataclass_keys(ValConfig)]
+    return _as_dict([*_model_keys(), *keys])
 
 
 def run_val(kw: dict[str, Any], quiet: bool) -> int:

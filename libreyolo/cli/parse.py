@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ConfigError, check_keys
+from ..errors import ConfigError, check_keys, empty_value
 
 Kind = Literal["any", "str", "int", "float", "bool", "source"]
 GLOBAL_FLAGS = {"-h": "help", "--help": "help", "--debug": "debug", "-v": "verbose", "--verbose": "verbose",
                 "-q": "quiet", "--quiet": "quiet", "--version": "version"}
+
+NON_EMPTY = frozenset({"data", "model", "source"})  # keys whose empty value (data=) is always a mistake
 
 _INT = re.compile(r"^[+-]?\d+$")
 _FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
@@ -204,8 +206,9 @@ def resolve(args: list[Arg], keys: dict[str, Key] | None, *, command: str) -> di
         The keyword arguments to pass: every given key, plus the ``pass_default`` keys.
 
     Raises:
-        ConfigError: an unknown key (with a close-match suggestion), a key given twice, or a
-            value of the wrong kind.
+        ConfigError: an unknown key (with a close-match or alias suggestion: ``confidence`` ->
+            ``conf``), a key given twice, a value of the wrong kind, or an empty ``data=``,
+            ``model=`` or ``source=``.
     """
     out: dict[str, Any] = {}
     for arg in args:
@@ -219,6 +222,8 @@ def resolve(args: list[Arg], keys: dict[str, Key] | None, *, command: str) -> di
             raise ConfigError(f"'{name}' is given twice; keep one")
         key = keys[name] if keys is not None else Key(name=name)
         out[name] = coerce(key, arg)
+        if name in NON_EMPTY and isinstance(out[name], str) and not out[name].strip():
+            raise empty_value(name)
     if keys is not None:
         for key in keys.values():
             if key.pass_default and key.name not in out:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import time
 import typing
 from collections.abc import Callable, Iterable
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError, check_keys
+from ..errors import ConfigError, check_keys, empty_value
 from ..ops.boxes import scale_boxes, xywh_to_xyxy
 from . import metrics as M
 
@@ -69,6 +70,25 @@ class ValConfig:
         return cfg
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # macOS, Windows
+        return max(os.cpu_count() or 1, 1)
+
+
+def capped_workers(workers: int, *, explicit: bool) -> int:
+    """``workers`` data-loading processes, at most one per available CPU (an INFO line when an
+    explicit value is lowered)."""
+    cpus = available_cpus()
+    if workers > cpus:
+        if explicit:
+            logger.info("val: workers=%d lowered to %d, the number of CPUs available", workers, cpus)
+        return cpus
+    return workers
+
+
 def fitness(m: dict[str, float]) -> float:
     return 0.1 * m["mAP50"] + 0.9 * m["mAP50-95"]
 
@@ -86,6 +106,8 @@ def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
     from ..models._base.family import select_device
 
     cfg = ValConfig.from_overrides(overrides)
+    if cfg.data is not None and not str(cfg.data).strip():
+        raise empty_value("data")
     data = cfg.data or model.train_args.get("data")
     if not data:
         raise ConfigError("val needs a dataset: pass data='my-dataset.yaml' (or data='shapes')")
@@ -106,19 +128,20 @@ def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
         raise ConfigError(f"imgsz must be a multiple of {model.stride}, got {imgsz}")
     device = select_device(cfg.device) if cfg.device is not None else model.device
     model.to(device)
+    workers = capped_workers(cfg.workers, explicit="workers" in overrides)
     amp = (torch.float16 if device.type == "cuda" else torch.bfloat16) if cfg.half else None
     if classify:
         from ..data.classify import ClassifyDataset, collate_classify
         from .classify_val import run_classify_validation
 
         cds = ClassifyDataset(list(getattr(dcfg, cfg.split)), imgsz=imgsz, augment=False, prefix=f"{cfg.split}: ")
-        closer = build_dataloader(cds, batch=cfg.batch, workers=cfg.workers, shuffle=False, seed=0,
+        closer = build_dataloader(cds, batch=cfg.batch, workers=workers, shuffle=False, seed=0,
                                   pin_memory=device.type == "cuda", collate_fn=collate_classify)
         return run_classify_validation(model=model, net=model.net, loader=closer, names=dcfg.names, amp_dtype=amp,
                                        verbose=cfg.verbose, progress=cfg.verbose)
     ds = DetectionDataset(list(getattr(dcfg, cfg.split)), imgsz=imgsz, augment=False, hyp=None, nc=dcfg.nc,
                           rect=False, prefix=f"{cfg.split}: ")
-    loader = build_dataloader(ds, batch=cfg.batch, workers=cfg.workers, shuffle=False, seed=0,
+    loader = build_dataloader(ds, batch=cfg.batch, workers=workers, shuffle=False, seed=0,
                               pin_memory=device.type == "cuda")
     return run_validation(model=model, net=model.net, loader=loader, names=dcfg.names, conf=cfg.conf, iou=cfg.iou,
                           max_det=cfg.max_det, amp_dtype=amp, verbose=cfg.verbose, progress=cfg.verbose)

@@ -192,6 +192,33 @@ def test_val_prints_metrics(capsys, fake_model) -> None:
     assert fake_model.calls == [("val", {"data": "my.yaml", "split": "test", "batch": 4, "half": True})]
 
 
+@pytest.mark.parametrize("command", ["val", "train"])
+def test_empty_data_is_the_same_error_for_val_and_train(capsys, fake_model, command) -> None:
+    code, out, err = _run(capsys, command, "data=")
+    assert code == 2 and out == "" and not fake_model.calls
+    assert err == ("libreyolo: error: 'data' is empty; pass a dataset yaml, e.g. data=my-dataset.yaml, "
+                   "or a built-in dataset name, e.g. data=shapes.\n")
+
+
+def test_val_takes_workers_and_every_val_config_key(capsys, fake_model) -> None:
+    from libreyolo.engine.validator import ValConfig
+
+    code, _, _ = _run(capsys, "val", "data=my.yaml", "workers=1")
+    assert code == 0 and fake_model.calls == [("val", {"data": "my.yaml", "workers": 1})]
+    keys = cli_commands.COMMANDS["val"].keys()
+    assert {f.name for f in dataclasses.fields(ValConfig)} <= set(keys)
+    assert "capped" in keys["workers"].help
+
+
+@pytest.mark.parametrize(("argv", "meant"), [(["predict", "confidence=0.3"], "conf"),
+                                             (["predict", "img_size=320"], "imgsz"),
+                                             (["val", "imgsize=320"], "imgsz"),
+                                             (["export", "weights=x.pt"], "model")])
+def test_other_tools_key_names_get_a_suggestion(capsys, argv, meant) -> None:
+    code, _, err = _run(capsys, *argv)
+    assert code == 2 and f"Did you mean '{meant}'?" in err and err.count("\n") == 1
+
+
 def test_export_passes_only_given_keys(capsys, fake_model) -> None:
     code, out, _ = _run(capsys, "export", "format=onnx", "imgsz=320,256", "--dynamic", "opset=17")
     assert code == 0 and "model.onnx" in out

@@ -130,3 +130,23 @@ def test_format_default() -> None:
     assert [format_default(v) for v in (True, False, None, [0, 2], 0.25, API_DEFAULT)] == \
         ["true", "false", "none", "0,2", "0.25", "(API default)"]
     assert format_default(Key(name="source", default="/long/path.jpg", shown="SAMPLE_IMAGE")) == "SAMPLE_IMAGE"
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("confidence", "conf"), ("img_size", "imgsz"), ("imgsize", "imgsz"),
+                                              ("weights", "model"), ("Confidence", "conf"), ("confi", "conf")])
+def test_aliases_from_other_tools_get_the_libreyolo_name(typed: str, meant: str) -> None:
+    keys = {k: Key(name=k) for k in ("model", "conf", "imgsz", "iou")}
+    args = split_argv(["predict", f"{typed}=1"]).args
+    with pytest.raises(ConfigError, match=f"unknown 'predict' argument '{typed}'. Did you mean '{meant}'"):
+        resolve(args, keys, command="predict")
+
+
+@pytest.mark.parametrize("key", ["data", "model", "source"])
+def test_empty_data_model_or_source_is_an_error(key: str) -> None:
+    keys = {k: Key(name=k, kind="str") for k in ("data", "model", "name")}
+    keys["source"] = Key(name="source", kind="source")
+    with pytest.raises(ConfigError, match=f"'{key}' is empty; pass "):
+        resolve(split_argv(["val", f"{key}="]).args, keys, command="val")
+    with pytest.raises(ConfigError, match=f"'{key}' is empty"):
+        resolve(split_argv(["val", f"{key}=''"]).args, keys, command="val")
+    assert resolve(split_argv(["val", "name="]).args, keys, command="val") == {"name": ""}  # others may be empty

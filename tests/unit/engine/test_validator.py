@@ -61,3 +61,35 @@ def test_validate_entry_point(val_yaml):
     with pytest.raises(ConfigError, match="classes"):
         YOLO9(size="t", nc=3).val(data=str(val_yaml), imgsz=64, workers=0)
     assert ValConfig.from_overrides({}).conf == 0.001 and ValConfig().iou == 0.7 and ValConfig().max_det == 300
+
+
+def test_empty_data_is_an_error_not_the_training_dataset():
+    """data='' must not silently fall back to the dataset the model was trained on."""
+    from libreyolo.models.yolo9.family import YOLO9
+
+    model = YOLO9(size="t", nc=6)
+    model.train_args = {"data": "shapes"}
+    for empty in ("", "  "):
+        with pytest.raises(ConfigError, match=r"'data' is empty; pass a dataset yaml, e.g. data=my-dataset.yaml"):
+            model.val(data=empty)
+
+
+def test_workers_are_capped_to_the_cpus_available(val_yaml, monkeypatch, caplog):
+    import libreyolo.engine.validator as V
+
+    monkeypatch.setattr(V, "available_cpus", lambda: 2)
+    from libreyolo.data import loader as L
+
+    got = []
+    build = L.build_dataloader
+    monkeypatch.setattr(L, "build_dataloader", lambda *a, **k: got.append(k["workers"]) or build(*a, **{**k, "workers": 0}))
+    from libreyolo.models.yolo9.family import YOLO9
+
+    model = YOLO9(size="t", nc=6)
+    with caplog.at_level("INFO", logger="libreyolo.engine.validator"):
+        validate(model, {"data": str(val_yaml), "imgsz": 64, "batch": 2, "device": "cpu", "verbose": False})
+        assert got == [2] and not caplog.records  # the default 4 on 2 CPUs, silently
+        validate(model, {"data": str(val_yaml), "imgsz": 64, "batch": 2, "device": "cpu", "verbose": False,
+                         "workers": 16})
+    assert got == [2, 2] and "workers=16 lowered to 2" in caplog.text
+    assert V.capped_workers(1, explicit=True) == 1 and V.capped_workers(0, explicit=True) == 0
