@@ -124,3 +124,28 @@ def test_tests_and_benchmarks_do_not_import_each_other_by_path():
         if re.search(r"spec_from_file_location\(", text) or re.search(r"^\s*(from|import) tests\b|\"tests\" /", text, re.M):
             offenders.append(p.relative_to(ROOT).as_posix())
     assert not offenders, f"import by file path between tests/ and benchmarks/: {offenders} (import benchmarks.x)"
+
+
+def _flags(script: Path, seen: set[Path] | None = None) -> set[str]:
+    """The --flags a benchmark script's parser declares (and those of benchmark modules it hands
+    its arguments to, e.g. bench_dfine -> bench_rtdetr)."""
+    seen = seen if seen is not None else set()
+    if script in seen or not script.is_file():
+        return set()
+    seen.add(script)
+    text = script.read_text()
+    flags = set(re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", text))
+    for mod in re.findall(r"from benchmarks import (\w+)|from benchmarks\.(\w+) import", text):
+        name = next(m for m in mod if m)
+        if not name.startswith("_"):
+            flags |= _flags(script.parent / f"{name}.py", seen)
+    return flags
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in ENTRIES.items() if e["script"].startswith("benchmarks/")
+                                        and (ROOT / e["script"]).is_file()))
+def test_entry_command_uses_only_flags_its_script_declares(name: str):
+    e = ENTRIES[name]
+    used = {a.split("=", 1)[0] for a in e["command"].split() if a.startswith("--")}
+    unknown = used - _flags(ROOT / e["script"])
+    assert not unknown, f"{name}: {e['script']} declares no {sorted(unknown)}"
