@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
+import os
 import sys
 import time
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, LibreYOLOError
@@ -83,15 +85,54 @@ def run_predict(kw: dict[str, Any], quiet: bool) -> int:
     model = LibreYOLO(kw.pop("model"), pretrained=kw.pop("pretrained"))
     source = kw.pop("source")
     t0 = time.perf_counter()
-    n, frames, saved = 0, 0, None
     totals = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}
-    for r in model.predict(source, stream=True, **kw):
+    skipped = _SkipCounter()
+    with skipped:
+        results = model.predict(source, stream=True, **kw)
+        n, frames, saved = _report_predictions(results, totals, quiet)
+    wall = time.perf_counter() - t0
+    label = {"preprocess": "pre", "inference": "inference", "postprocess": "post"}
+    mean = ", ".join(f"{v / max(n, 1):.1f} ms {label[k]}" for k, v in totals.items())
+    unit = "frame" if n and frames == n else "image"
+    note = f" ({len(skipped.paths)} unreadable file{'s' if len(skipped.paths) != 1 else ''} skipped)" \
+        if skipped.paths else ""
+    print(f"{n} {unit}{'s' if n != 1 else ''} in {wall:.2f} s{note}; per {unit}: {mean}")
+    if saved is not None:
+        print(f"Results saved to {saved}")
+    return 0
+
+
+class _SkipCounter(logging.Handler):
+    """Collects the files the source loader skipped (its warnings carry ``skipped_source``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.paths: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        path = getattr(record, "skipped_source", None)
+        if path is not None:
+            self.paths.append(str(path))
+
+    def __enter__(self) -> _SkipCounter:
+        self._logger = logging.getLogger("libreyolo.engine.sources")
+        self._logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+
+
+def _report_predictions(results: Any, totals: dict[str, float], quiet: bool) -> tuple[int, int, Any]:
+    n, frames, saved = 0, 0, None
+    for r in results:
         n += 1
         frames += r.frame is not None
         for k in totals:
             totals[k] += float(r.speed.get(k, 0.0))
-        if r.save_path is not None:
-            saved = r.save_path.parent
+        if r.save_path is not None:  # the folder all results went to (sub-folders for same-named inputs)
+            parent = r.save_path.parent
+            saved = parent if saved is None else Path(os.path.commonpath([saved, parent]))
         if not quiet:
             where = r.path if r.path is not None else f"image {n}"
             if r.frame is not None:
@@ -100,14 +141,7 @@ def run_predict(kw: dict[str, Any], quiet: bool) -> int:
             sp = r.speed
             print(f"{where} ({w}x{h}): {r.verbose()} | {sp.get('preprocess', 0):.1f} ms pre, "
                   f"{sp.get('inference', 0):.1f} ms inference, {sp.get('postprocess', 0):.1f} ms post", flush=True)
-    wall = time.perf_counter() - t0
-    label = {"preprocess": "pre", "inference": "inference", "postprocess": "post"}
-    mean = ", ".join(f"{v / max(n, 1):.1f} ms {label[k]}" for k, v in totals.items())
-    unit = "frame" if n and frames == n else "image"
-    print(f"{n} {unit}{'s' if n != 1 else ''} in {wall:.2f} s; per {unit}: {mean}")
-    if saved is not None:
-        print(f"Results saved to {saved}")
-    return 0
+    return n, frames, saved
 
 
 # ---------------------------------------------------------------------------- train / val / export

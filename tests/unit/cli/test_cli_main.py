@@ -322,3 +322,25 @@ def test_predict_end_to_end_untrained_tiny_model(capsys, tmp_path: Path) -> None
     code, _, err = _run(capsys, "predict", "model=LibreYOLO9t.pt", "pretrained=false",
                         f"source={tmp_path / 'missing.jpg'}", "--no-save")
     assert code == SourceError.exit_code and "missing.jpg" in err
+
+
+@pytest.mark.skipif(not _HAS_YOLO9, reason="libreyolo/models/yolo9/nn.py is not in this checkout yet")
+def test_predict_folder_with_corrupt_files_skips_them_and_says_so(capsys, tmp_path: Path) -> None:
+    images = tmp_path / "imgs"
+    images.mkdir()
+    for name in ("a.jpg", "c.png"):
+        cv2.imwrite(str(images / name), np.full((32, 48, 3), 90, np.uint8))
+    (images / "b.jpg").write_bytes(b"not a jpeg at all")
+    code, out, err = _run(capsys, "predict", "model=LibreYOLO9t.pt", "pretrained=false", "imgsz=64",
+                          f"source={images}", "--no-save", "device=cpu")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert [ln.split(" (")[0] for ln in lines[:2]] == [str(images / "a.jpg"), str(images / "c.png")]
+    assert lines[2].startswith("2 images in") and "(1 unreadable file skipped)" in lines[2]
+    assert err.count("b.jpg") == 1 and "WARNING" in err  # one warning naming the file
+    # nothing readable: a source error (exit 5) naming the file
+    (images / "a.jpg").write_bytes(b"")
+    (images / "c.png").write_bytes(b"junk")
+    code, out, err = _run(capsys, "predict", "model=LibreYOLO9t.pt", "pretrained=false", "imgsz=64",
+                          f"source={images}", "--no-save", "device=cpu")
+    assert code == SourceError.exit_code and "none of the 3 files" in err and "a.jpg" in err
