@@ -71,10 +71,22 @@ def format_table(result: dict[str, Any]) -> str:
     env = result.get("environment", {})
     lines.append(f"({env.get('gpu')}, torch {env.get('torch')}, weights: {result['model'].get('weights')})")
     for run in result["runs"]:
+        b = run["config"]["batch"]
         for arm in ("graph", "compile"):
             err = run["network"].get(arm, {}).get("error")
             if err:
-                lines.append(f"batch {run['config']['batch']}: {arm} arm: {err}")
+                lines.append(f"batch {b}: {arm} arm: {err}")
+        for arm in ("eager", "graph"):
+            e2e = run["end_to_end"].get(arm) or {}
+            parts = e2e.get("breakdown_ms")
+            if parts:
+                lines.append(f"batch {b}: predict() {arm} {_f(e2e.get('median_ms'), 3)} ms per call = "
+                             + " + ".join(f"{k} {_f(v, 3)}" for k, v in parts.items())
+                             + " (Results.speed) + the rest of the call")
+        peer = run["end_to_end"].get("ultralytics_yolov8n")
+        if peer:
+            lines.append(f"batch {b}: Ultralytics YOLOv8n predict() (same images, imgsz 640): "
+                         + (f"{_f(peer.get('median_ms'), 3)} ms" if "error" not in peer else peer["error"]))
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ Arms, each measured after warm-up in the same process:
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -100,17 +101,25 @@ def run_benchmark(
                   "params": sum(p.numel() for p in fam.net.parameters()), "fused": fam.fused},
         "runs": [],
     }
+    # The network arms time what predict() runs: the prepared model (fused, its weights cast once
+    # to half precision when ``half``, channels-last where the family measured it wins).
+    twin = prepared_twin(fam, half=half, force_graph=force_graph)
+    amp_net = amp if twin.net_dtype() == torch.float32 else None
+    result["model"]["prepared"] = {"dtype": _dtype(twin.net_dtype()), "channels_last": twin.channels_last,
+                                   "autocast": _dtype(amp_net)}
     for b in batches:
         cfg = {"imgsz": list(hw), "batch": b, "amp": _dtype(amp), "device": str(dev), "warmup": warmup,
                "iters": iters, "e2e_iters": e2e_iters if end_to_end else 0,
                "graph_forced": bool(force_graph and not type(fam).SUPPORTS_CUDA_GRAPH)}
-        run = _bench_one(fam, hw=hw, batch=b, amp=amp, dev=dev, graph=graph, warmup=warmup, iters=iters,
-                         e2e_iters=e2e_iters if end_to_end else 0, with_compile=compile and dev.type == "cuda")
+        run = _bench_one(fam, twin, hw=hw, batch=b, amp=amp_net, dev=dev, graph=graph, warmup=warmup,
+                         iters=iters, e2e_iters=e2e_iters if end_to_end else 0,
+                         with_compile=compile and dev.type == "cuda", half=half)
         result["runs"].append({"config": cfg, **run})
     for run in result["runs"]:
         if profile and dev.type == "cuda":
             graph_ok = graph and "error" not in run["network"]["graph"]
-            add_kernel_profile(run, fam, hw=hw, batch=run["config"]["batch"], amp=amp, dev=dev, graph=graph_ok)
+            add_kernel_profile(run, twin, hw=hw, batch=run["config"]["batch"], amp=amp_net, dev=dev,
+                               graph=graph_ok)
         finish_run(run)
     if out is not None:
         write_results(result, Path(out))
@@ -120,11 +129,40 @@ def run_benchmark(
 
 
 # --------------------------------------------------------------------------- one batch size
-def _bench_one(fam: Family, *, hw: tuple[int, int], batch: int, amp: torch.dtype | None, dev: torch.device,
-               graph: bool, warmup: int, iters: int, e2e_iters: int, with_compile: bool) -> dict[str, Any]:
+class _Twin:
+    """The prepared model the network arms run, with the input dtype and layout it expects."""
+
+    def __init__(self, fam: Family) -> None:
+        from ..models._base.inference import channels_last, input_dtype
+
+        self.fam = fam
+        self.channels_last = channels_last(fam)
+        self._dtype = input_dtype(fam)
+
+    def net_dtype(self) -> torch.dtype:
+        return self._dtype
+
+    def batch(self, x: torch.Tensor) -> torch.Tensor:
+        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
+        return x.to(self._dtype, memory_format=fmt)
+
+
+def prepared_twin(fam: Family, *, half: bool, force_graph: bool) -> _Twin:
+    twin = fam.prepared(half=half)
+    if force_graph and not twin.SUPPORTS_CUDA_GRAPH:
+        from ..graphs.runner import PredictGraphs
+
+        twin._graphs = PredictGraphs(twin, force=True)
+    return _Twin(twin)
+
+
+def _bench_one(owner: Family, prep: _Twin, *, hw: tuple[int, int], batch: int, amp: torch.dtype | None,
+               dev: torch.device, graph: bool, warmup: int, iters: int, e2e_iters: int, with_compile: bool,
+               half: bool) -> dict[str, Any]:
     from ..graphs.parity import probe_batch
 
-    x = probe_batch("image", (batch, 3, *hw), device=dev)
+    fam = prep.fam
+    x = prep.batch(probe_batch("image", (batch, 3, *hw), device=dev))
     net: dict[str, Any] = {}
     fam.release_graphs()
 
@@ -141,10 +179,14 @@ def _bench_one(fam: Family, *, hw: tuple[int, int], batch: int, amp: torch.dtype
     e2e: dict[str, Any] = {}
     if e2e_iters > 0:
         images = [_sample_image()] * batch
-        e2e["source"] = f"{len(images)} x {images[0].shape[1]}x{images[0].shape[0]} RGB image(s)"
-        e2e["eager"] = _e2e_arm(fam, images, hw=hw, batch=batch, amp=amp, dev=dev, policy=False, iters=e2e_iters)
+        e2e["source"] = f"{len(images)} x {images[0].shape[1]}x{images[0].shape[0]} BGR image(s)"
+        e2e["eager"] = _e2e_arm(owner, images, hw=hw, batch=batch, half=half, dev=dev, policy=False, iters=e2e_iters)
         if graph and "error" not in net["graph"]:
-            e2e["graph"] = _e2e_arm(fam, images, hw=hw, batch=batch, amp=amp, dev=dev, policy=True, iters=e2e_iters)
+            e2e["graph"] = _e2e_arm(owner, images, hw=hw, batch=batch, half=half, dev=dev, policy=True,
+                                    iters=e2e_iters)
+        peer = _ultralytics_arm(images, half=half, dev=dev, iters=e2e_iters)
+        if peer is not None:
+            e2e["ultralytics_yolov8n"] = peer
     info = fam.graph_info() if graph else None
     fam.release_graphs()
     return {"network": net, "end_to_end": e2e, "graph_info": info}
@@ -166,12 +208,13 @@ def prepare_model(model: Any, *, weights: str, device: torch.device, force_graph
     return fam, note
 
 
-def add_kernel_profile(run: dict[str, Any], fam: Family, *, hw: tuple[int, int], batch: int,
+def add_kernel_profile(run: dict[str, Any], prep: _Twin, *, hw: tuple[int, int], batch: int,
                        amp: torch.dtype | None, dev: torch.device, graph: bool) -> None:
     """Profile one eager step (and one replay) and merge kernel sum / count into ``run``."""
     from ..graphs.parity import probe_batch
 
-    x = probe_batch("image", (batch, 3, *hw), device=dev)
+    fam = prep.fam
+    x = prep.batch(probe_batch("image", (batch, 3, *hw), device=dev))
     net = run["network"]
     net["eager"].update(_profile(lambda: fam.forward(x, cuda_graph=False, amp_dtype=amp), dev))
     if graph:
@@ -254,25 +297,56 @@ def _compile_arm(fam: Family, x: torch.Tensor, *, amp: torch.dtype | None, dev: 
             logger.debug("torch._dynamo.reset() failed: %s", e)
 
 
-def _e2e_arm(fam: Family, images: list[np.ndarray], *, hw: tuple[int, int], batch: int, amp: torch.dtype | None,
+def _e2e_arm(fam: Family, images: list[np.ndarray], *, hw: tuple[int, int], batch: int, half: bool,
              dev: torch.device, policy: Any, iters: int) -> dict[str, Any]:
-    """Wall-clock medians of ``predict()`` (the user path), plus what it returned."""
-    half = amp is not None
+    """Wall-clock medians of ``predict()`` (the user path), plus what it returned and the median
+    ``Results.speed`` breakdown per batch (preprocess, inference, postprocess, results)."""
+    speeds: list[dict[str, float]] = []
 
     def call() -> Any:
-        return fam.predict(images, imgsz=hw, batch=batch, half=half, cuda_graph=policy)
+        res = fam.predict(images, imgsz=hw, batch=batch, half=half, cuda_graph=policy)
+        if res and isinstance(getattr(res[0], "speed", None), dict):
+            speeds.append(res[0].speed)
+        return res
 
     base = timing.fresh_memory(dev)
     try:
         res = call()
+        speeds.clear()
         t = timing.time_wall(call, device=dev, iters=iters, warmup=3)
     except Exception as e:  # noqa: BLE001 - documented: a broken predict path is reported, not fatal
         logger.warning("end-to-end predict (cuda_graph=%s) failed: %s: %s", policy, type(e).__name__, e)
         return {"error": f"{type(e).__name__}: {str(e)[:500]}"}
     speed = getattr(res[0], "speed", None) if res else None
     dets = [len(r) if hasattr(r, "__len__") else None for r in res]
+    breakdown = ({k: statistics.median(s[k] for s in speeds) * batch for k in speeds[0]}
+                 if speeds else None)
     return {**t, **timing.peak_memory(dev), "base_bytes": base, "detections": dets[:4],
-            "last_speed_ms": speed}
+            "last_speed_ms": speed, "breakdown_ms": breakdown}
+
+
+def _ultralytics_arm(images: list[np.ndarray], *, half: bool, dev: torch.device, iters: int) -> dict[str, Any] | None:
+    """The peer's end-to-end ``predict()`` (YOLOv8n, random init from its yaml, same images as BGR,
+    imgsz 640) when the ``ultralytics`` package is importable; ``None`` when it is not."""
+    import importlib.util
+
+    if importlib.util.find_spec("ultralytics") is None:
+        return None
+    try:
+        from ultralytics import YOLO
+
+        m = YOLO("yolov8n.yaml")
+        src = images  # BGR, as both libraries take numpy arrays
+        device = 0 if dev.type == "cuda" else "cpu"
+
+        def call() -> Any:
+            return m.predict(src if len(src) > 1 else src[0], imgsz=640, half=half and dev.type == "cuda",
+                             device=device, verbose=False)
+
+        call()
+        return timing.time_wall(call, device=dev, iters=iters, warmup=3)
+    except Exception as e:  # noqa: BLE001 - the peer row is informative; its failure is recorded
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
 
 
 def _derive(net: dict[str, Any], e2e: dict[str, Any]) -> dict[str, Any]:
@@ -355,7 +429,8 @@ def _parse_graph(v: Any) -> bool:
 
 
 def _sample_image() -> np.ndarray:
-    """SAMPLE_IMAGE as RGB uint8 (H, W, 3); a 810x1080 synthetic scene if the asset is absent."""
+    """SAMPLE_IMAGE as BGR uint8 (H, W, 3) (what ``predict`` takes from numpy, as OpenCV gives it);
+    a 810x1080 synthetic scene if the asset is absent."""
     from ..assets import SAMPLE_IMAGE
 
     path = Path(SAMPLE_IMAGE)
@@ -364,11 +439,11 @@ def _sample_image() -> np.ndarray:
 
         bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
         if bgr is not None:
-            return np.ascontiguousarray(bgr[:, :, ::-1])
+            return bgr
     from ..graphs.parity import probe_batch
 
     x = probe_batch("image", (1, 3, 810, 1080), device="cpu")[0]
-    return np.ascontiguousarray((x.permute(1, 2, 0) * 255).round().to(torch.uint8).numpy())
+    return np.ascontiguousarray((x.permute(1, 2, 0).flip(-1) * 255).round().to(torch.uint8).numpy())
 
 
 def _dtype(d: torch.dtype | None) -> str:

@@ -243,7 +243,8 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
     if opts.device is not None:
         model.to(opts.device)  # drops graphs if the device changes (G-8)
     device = model.device
-    model.net.eval()
+    if model.net.training:  # eval() walks every module (milliseconds for a large net): only when needed
+        model.net.eval()
     batches = load_source(source, batch=opts.batch, bgr=opts.bgr)  # validates before any side effect
     twin, amp = _prepared(model, opts)
     if getattr(model, "OUTPUT_KIND", "boxes") == "probs":

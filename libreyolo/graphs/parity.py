@@ -106,7 +106,8 @@ def compare_outputs(a: Any, b: Any) -> dict[str, Any]:
 
 
 def check_parity(model: Family, *, shape: tuple[int, int, int, int], amp_dtype: torch.dtype | None,
-                 probes: tuple[str, str] = ("uniform", "image"), seed: int = 0) -> dict[str, Any]:
+                 probes: tuple[str, str] = ("uniform", "image"), seed: int = 0,
+                 decoded: bool = False) -> dict[str, Any]:
     """Capture ``model`` for ``shape`` and compare replay with eager on two probe batches.
 
     Pass means: eager is deterministic (two eager runs equal), the replay equals eager on both
@@ -114,20 +115,24 @@ def check_parity(model: Family, *, shape: tuple[int, int, int, int], amp_dtype: 
     a third replay of the first probe equals eager again, and the probes produce different outputs
     (otherwise the test would be vacuous).
     """
+    from ..models._base.inference import channels_last, input_dtype
     from .runner import PredictGraphs
 
     device = model.device
     runner = PredictGraphs(model, force=True, capacity=2)
-    xa, xb = (probe_batch(p, shape, device=device, seed=seed + i) for i, p in enumerate(probes))
+    fmt = torch.channels_last if channels_last(model) else torch.contiguous_format
+    xa, xb = (probe_batch(p, shape, device=device, seed=seed + i).to(input_dtype(model), memory_format=fmt)
+              for i, p in enumerate(probes))
     row: dict[str, Any] = {}
     try:
-        ref_a = model.eager_forward(xa, amp_dtype=amp_dtype)
-        ref_b = model.eager_forward(xb, amp_dtype=amp_dtype)
-        row["eager_deterministic"] = compare_outputs(ref_a, model.eager_forward(xa, amp_dtype=amp_dtype))["equal"]
-        out_a = runner.run(xa, policy=True, amp_dtype=amp_dtype)  # capture (+ one replay)
+        ref_a = model.eager_forward(xa, amp_dtype=amp_dtype, decoded=decoded)
+        ref_b = model.eager_forward(xb, amp_dtype=amp_dtype, decoded=decoded)
+        row["eager_deterministic"] = compare_outputs(
+            ref_a, model.eager_forward(xa, amp_dtype=amp_dtype, decoded=decoded))["equal"]
+        out_a = runner.run(xa, policy=True, amp_dtype=amp_dtype, decoded=decoded)  # capture (+ one replay)
         snap_a = [t.clone() for t in flatten(out_a)[0]]
-        out_b = runner.run(xb, policy=True, amp_dtype=amp_dtype)  # replay
-        out_a2 = runner.run(xa, policy=True, amp_dtype=amp_dtype)  # replay
+        out_b = runner.run(xb, policy=True, amp_dtype=amp_dtype, decoded=decoded)  # replay
+        out_a2 = runner.run(xa, policy=True, amp_dtype=amp_dtype, decoded=decoded)  # replay
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         cmp_a, cmp_b, cmp_a2 = compare_outputs(out_a, ref_a), compare_outputs(out_b, ref_b), compare_outputs(out_a2, ref_a)
@@ -141,6 +146,29 @@ def check_parity(model: Family, *, shape: tuple[int, int, int, int], amp_dtype: 
         row["result"] = "pass" if ok else "fail"
     finally:
         runner.release()
+    return row
+
+
+def check_prepared_parity(model: Family, *, shape: tuple[int, int, int, int], dtype: torch.dtype | None,
+                          seed: int = 0) -> dict[str, Any]:
+    """Parity of what ``predict()`` replays: the prepared twin (weights cast once for float16,
+    channels-last where the family sets it; autocast for other half dtypes), its raw network and,
+    for a family with a captured decode, network + decode; under cuDNN autotuning as in predict."""
+    from ..models._base.inference import channels_last, cudnn_benchmark, input_dtype
+
+    cast = dtype == torch.float16 and model.device.type == "cuda"
+    twin = model.prepared(half=cast)
+    amp = None if cast or dtype in (None, torch.float32) else dtype
+    with cudnn_benchmark(model.device):
+        row = check_parity(twin, shape=shape, amp_dtype=amp, seed=seed)
+        row["prepared"] = {"fused": bool(twin.fused), "weights": str(input_dtype(twin)).removeprefix("torch."),
+                           "channels_last": channels_last(twin), "autocast": str(amp).removeprefix("torch.")
+                           if amp else None}
+        if twin.DECODE_TOPK:
+            dec = check_parity(twin, shape=shape, amp_dtype=amp, seed=seed, decoded=True)
+            row["decode"] = {"result": dec["result"], "probes": dec.get("probes")}
+            if dec["result"] != "pass":
+                row["result"] = "fail"
     return row
 
 
@@ -198,7 +226,7 @@ def run_matrix(*, families: list[str] | None = None, sizes: list[str] | None = N
                 for dname in dtypes:
                     shape = (batch, 3, imgsz, imgsz)
                     try:
-                        row = check_parity(model, shape=shape, amp_dtype=DTYPES[dname], seed=seed)
+                        row = check_prepared_parity(model, shape=shape, dtype=DTYPES[dname], seed=seed)
                     except Exception as e:  # noqa: BLE001 - recorded as an error row (documented above)
                         logger.warning("parity: %s-%s %s failed: %s", name, size, dname, e)
                         row = {"result": "error", "error": f"{type(e).__name__}: {str(e)[:500]}"}

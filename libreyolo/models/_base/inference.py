@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from .family import Family
 
 logger = logging.getLogger(__name__)
+_VERSION = operator.attrgetter("_version")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,19 +72,19 @@ class Fingerprint:
 
     def __init__(self, net: nn.Module) -> None:
         self.net = net
-        self.tensors = [*net.parameters(), *net.buffers()]
+        # floating tensors only: integer buffers (num_batches_tracked) move with the running stats
+        self.tensors = [t for t in (*net.parameters(), *net.buffers()) if t.is_floating_point()]
         self.version = self._version()
-        self.ends = self._ends()
+        owners = [(m, n, p) for m in net.modules() for n, p in m._parameters.items() if p is not None]
+        self.ends = [owners[0], owners[-1]] if owners else []
 
     def _version(self) -> int:
-        return sum(t._version for t in self.tensors)
-
-    def _ends(self) -> tuple[int, ...]:
-        params = list(self.net.parameters())
-        return (len(params), id(params[0]), id(params[-1])) if params else (0,)
+        return sum(map(_VERSION, self.tensors))
 
     def stale(self, net: nn.Module) -> bool:
-        return net is not self.net or self._version() != self.version or self._ends() != self.ends
+        if net is not self.net or self._version() != self.version:
+            return True
+        return any(m._parameters.get(n) is not p for m, n, p in self.ends)  # O(1): replaced parameters
 
 
 def build_twin(model: Family, spec: PrepSpec) -> Family:

@@ -18,6 +18,7 @@ class RTDETR(EncoderDecoderFamily):
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (seam: trunk captured)
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/peer (graph step fp16 and fp32)
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
