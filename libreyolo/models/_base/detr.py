@@ -36,6 +36,9 @@ class EncoderDecoderFamily(Family):
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("vfl", "l1", "giou")
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("logits", "boxes")  # [B, 300, nc], [B, 300, 4] xyxy px
     EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch",)
+    # Captured decode: the top 300 (query, class) pairs, then only the conf threshold (no NMS).
+    DECODE_TOPK: ClassVar[int] = 300
+    DECODE_NMS: ClassVar[bool] = False
 
     # The reference training recipe as TrainConfig keys (AdamW, lr 1e-4, weight decay 1e-4); the
     # reference also clips the gradient norm at 0.1 of its per-box-normalised loss, i.e. about
@@ -59,6 +62,18 @@ class EncoderDecoderFamily(Family):
                               f"got {shapes}; was the network in train mode or built with another class count?")
         logits, boxes = raw
         return topk_detections(logits, boxes, conf=conf, classes=classes, max_det=max_det)
+
+    def decode(self, raw: Any) -> Tensor:
+        """(logits [B, Q, nc], boxes [B, Q, 4]) -> Tensor[B, min(300, Q * nc), 6] candidates: the
+        top (query, class) pairs by sigmoid score, as :meth:`postprocess` takes them before ``conf``."""
+        from ...ops.candidates import pack_candidates, topk_candidates
+
+        logits, boxes = raw
+        b, q, nc = logits.shape
+        top, idx = topk_candidates(logits.float().sigmoid().flatten(1), self.DECODE_TOPK)
+        qi, lab = idx // nc, idx % nc
+        picked = boxes.float().gather(1, qi[..., None].expand(b, qi.shape[1], 4))
+        return pack_candidates(picked, top, lab)
 
     def forward_stages(self) -> list[Stage]:
         net: Any = self.net

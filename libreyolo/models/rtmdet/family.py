@@ -31,6 +31,7 @@ class RTMDet(Family):
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
+    DECODE_TOPK: ClassVar[int] = 1000
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
@@ -44,6 +45,16 @@ class RTMDet(Family):
 
         return postprocess(raw, net=self.net, conf=conf, iou=iou, classes=classes, max_det=max_det,
                            agnostic=agnostic)
+
+    def decode(self, raw: Any) -> Tensor:
+        from .postprocess import decode, grid_points
+
+        feats = list(raw)
+        shapes = tuple(tuple(int(v) for v in f.shape[2:]) for f in feats)
+        dev = feats[0].device
+        grid = self._cached(("grid", shapes, str(dev)), lambda: grid_points(
+            list(shapes), tuple(int(s) for s in self.net.strides), device=dev))
+        return decode(feats, net=self.net, k=self.DECODE_TOPK, grid=grid)
 
     def build_criterion(self) -> Any:
         from .loss import RTMDetLoss

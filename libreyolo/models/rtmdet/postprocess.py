@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...ops.anchors import flatten_levels
+from ...ops.candidates import pack_candidates, topk_candidates
 from ...ops.nms import non_max_suppression
 
 MAX_CANDIDATES = 30_000
@@ -39,12 +40,13 @@ def decode_boxes(reg: Tensor, points: Tensor, strides: Tensor, *, exp_on_reg: bo
     """Distances to xyxy boxes in input pixels.
 
     reg (Tensor[..., A, 4]) raw l, t, r, b in stride units; points (Tensor[A, 2]) pixels;
-    strides (Tensor[A]) -> (Tensor[..., A, 4]) x1, y1, x2, y2 (float32).
+    strides (Tensor[A]) -> (Tensor[..., A, 4]) x1, y1, x2, y2 (float32). Points and strides
+    may carry the same leading dimensions as ``reg`` (gathered per image).
     """
     dist = reg.float()
     if exp_on_reg:
         dist = dist.exp()
-    dist = dist * strides[:, None]
+    dist = dist * strides[..., None]
     return torch.cat((points - dist[..., :2], points + dist[..., 2:]), -1)
 
 
@@ -104,6 +106,27 @@ def postprocess(
         keep = non_max_suppression(boxes, s, lab, iou=iou, max_det=max_det, agnostic=agnostic)
         out.append(torch.cat((boxes[keep], s[keep, None], lab[keep, None].float()), 1))
     return out
+
+
+def decode(raw: list[Tensor] | tuple[Tensor, ...], *, net: nn.Module, k: int,
+           grid: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    """The capturable decode: raw outputs -> Tensor[B, min(k, A * nc), 6] float32 candidates
+    (x1, y1, x2, y2 in network-input pixels, score, class id) by decreasing score: the top
+    (anchor, class) pairs, so an anchor may appear once per class as in :func:`postprocess`."""
+    nc, strides = int(net.nc), tuple(int(s) for s in net.strides)
+    feats = list(raw)
+    _check_raw(feats, nc=nc, n_levels=len(strides))
+    flat = flatten_levels(feats)  # (B, 4 + C, A)
+    reg, cls_logits = flat.split((4, nc), 1)
+    scores = cls_logits.float().sigmoid().transpose(1, 2)  # (B, A, C)
+    top, idx = topk_candidates(scores.flatten(1), k)  # (B, k) over A * C
+    a_idx, lab = idx // nc, idx % nc
+    if grid is None:
+        grid = grid_points([tuple(f.shape[2:]) for f in feats], strides, device=flat.device)
+    points, stride_t = grid
+    r = reg.float().gather(2, a_idx[:, None, :].expand(-1, 4, -1)).transpose(1, 2)  # (B, k, 4)
+    boxes = decode_boxes(r, points[a_idx], stride_t[a_idx], exp_on_reg=bool(getattr(net, "exp_on_reg", False)))
+    return pack_candidates(boxes, top, lab)
 
 
 def _check_raw(feats: list[Tensor], *, nc: int, n_levels: int) -> None:

@@ -156,3 +156,34 @@ def test_speed_parts_add_up_and_include_results():
     r = m.predict(np.zeros((64, 96, 3), np.uint8))[0]
     assert set(r.speed) == {"preprocess", "inference", "postprocess", "results"}
     assert all(v >= 0 for v in r.speed.values()) and r.speed["inference"] > 0
+
+
+def test_rtmdet_decode_then_select_equals_the_eager_postprocess():
+    from libreyolo.models.rtmdet.family import RTMDet
+
+    m = _model(RTMDet, "t")
+    gen = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        raw = list(m.net(torch.rand(1, 3, 128, 128, generator=gen)))
+    for r in raw:
+        r[:, 4:] += 8.0 * torch.rand(r[:, 4:].shape, generator=gen)
+    ref = m.postprocess(raw, conf=0.3, iou=0.6, classes=None, max_det=40, agnostic=False)
+    with torch.inference_mode():
+        got = select_detections(m.decode(raw), conf=0.3, iou=0.6, max_det=40, agnostic=False)
+    assert len(ref[0]) > 10 and ref[0].shape == got[0].shape
+    torch.testing.assert_close(got[0], ref[0].float(), rtol=1e-5, atol=1e-4)
+
+
+def test_detr_decode_then_threshold_equals_the_eager_postprocess():
+    from libreyolo.models.rtdetr.family import RTDETR
+
+    torch.manual_seed(0)
+    m = RTDETR(size="r18", nc=5)
+    gen = torch.Generator().manual_seed(3)
+    logits = 4.0 * torch.randn(2, 300, 5, generator=gen)
+    boxes = 100 * torch.rand(2, 300, 4, generator=gen)
+    ref = m.postprocess((logits, boxes), conf=0.4, iou=0.7, classes=None, max_det=100, agnostic=False)
+    got = select_detections(m.decode((logits, boxes)), conf=0.4, iou=0.7, max_det=100, agnostic=False, nms=False)
+    for a, b in zip(ref, got, strict=True):
+        assert len(a) > 10
+        assert torch.equal(a, b)
