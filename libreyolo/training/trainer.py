@@ -80,7 +80,7 @@ from .distributed import (
 )
 from .ema import ModelEMA
 from .loggers import ResultsLogger
-from .optim import build_optimizer, choose_optimizer
+from .optim import AUTO_SGD_MIN_STEPS, build_optimizer, choose_optimizer
 from .scheduler import LRSchedule, count_optimizer_steps, warmup_iterations
 
 if TYPE_CHECKING:
@@ -271,8 +271,12 @@ class Trainer(DataSetupMixin, CheckpointMixin):
                           momentum=cfg.momentum, accumulate=self.accumulate,
                           nominal_accumulate=max(cfg.nbs / total_batch, 1.0))
         steps = count_optimizer_steps(plan, iters_per_epoch=nb, epochs=cfg.epochs)
+        choice_steps = steps
+        if ckpt is not None and cfg.optimizer == "auto":  # epochs=N on resume must not switch SGD <-> AdamW
+            saved_groups = ckpt["train_state"]["optimizer"]["param_groups"]
+            choice_steps = 0 if saved_groups and "betas" in saved_groups[0] else AUTO_SGD_MIN_STEPS + 1
         choice = choose_optimizer(name=cfg.optimizer, lr0=cfg.lr0, momentum=cfg.momentum, nc=self.model.nc,
-                                  total_steps=steps)
+                                  total_steps=choice_steps)
         self.optimizer = build_optimizer(self.net, choice, weight_decay=wd, device=self.device)
         # A high bias lr destabilises Adam (measured: a tiny shapes run diverges from warmup_bias_lr=0.1):
         # under AdamW the bias group warms up from 0 like the others unless warmup_bias_lr is given.
@@ -281,7 +285,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         self.total_steps = steps
         left = count_optimizer_steps(self.schedule, iters_per_epoch=nb, epochs=cfg.epochs,
                                      start_epoch=int(ckpt["train_state"]["epoch"]) + 1 if ckpt is not None else 0)
-        if left < FEW_STEPS:
+        if left < FEW_STEPS and self.is_main:
             logger.warning("this run makes only %d optimizer step%s: %d epoch%s x %d batch%s of %d, accumulating up "
                            "to %d batch%s per step (nbs %d); every epoch ends with a step. For more steps use more "
                            "epochs or data, or a smaller nbs", left, _s(left), cfg.epochs, _s(cfg.epochs), nb,
