@@ -163,3 +163,48 @@ def test_one_epoch_messages(tiny_shapes, tmp_path, caplog):
     assert "1 epochs" not in text and "last 10 epochs" not in text
     assert "mosaic off for the whole run" in text and ": 1 epoch from 1" in text
     assert "training at imgsz=64" in text
+
+
+def test_partial_window_gradient_is_the_sum_of_its_micro_batches(tiny_shapes, tmp_path):
+    """4 batches per epoch, windows of 3 (nbs 6, batch 2, no warm-up): the optimizer sees the sum of
+    micro-batches 0-2, then micro-batch 3 alone (the partial window: not rescaled, not carried into
+    the next epoch). The step is replaced by a recorder so the weights stay fixed and every
+    micro-batch's gradient can be recomputed on its own afterwards."""
+    t = Trainer(_model(), TrainConfig.from_overrides(over(tiny_shapes, tmp_path, epochs=1, nbs=6, warmup_epochs=0.0,
+                                                          fliplr=0.0, hsv_h=0.0, hsv_s=0.0, hsv_v=0.0, scale=0.0,
+                                                          translate=0.0)))
+    t.setup()
+    seen: list[tuple[torch.Tensor, dict]] = []
+    windows: list[list[torch.Tensor]] = []
+    criterion = t.criterion
+
+    def recording(preds, batch):
+        seen.append(batch)
+        return criterion(preds, batch)
+
+    def record_step():
+        windows.append([p.grad.detach().clone() for p in t.net.parameters()])
+        t._zero_grad()
+
+    t.criterion = recording
+    t._optimizer_step = record_step
+    try:
+        t._train_epoch(0)
+        assert t.nb == 4 and t.accumulate == 3 and len(windows) == 2
+
+        def grads(batch) -> list[torch.Tensor]:
+            t.net.zero_grad(set_to_none=True)
+            imgs = batch["img"].float().div_(255.0)
+            loss, _ = criterion(t.forward_fn(imgs), batch)
+            loss.backward()
+            return [p.grad.detach().clone() for p in t.net.parameters()]
+
+        per_batch = [grads(b) for b in seen]
+    finally:
+        t.teardown()
+    full = [sum(gs) for gs in zip(*per_batch[:3], strict=True)]
+    for got, want in zip(windows[0], full, strict=True):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-6)
+    for got, want in zip(windows[1], per_batch[3], strict=True):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-6)
+    assert any(g.abs().sum() > 0 for g in windows[1])
