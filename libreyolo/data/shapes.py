@@ -277,14 +277,37 @@ _STALE_S = 3600.0
 
 
 def _remove_stale_tmp(root: Path, name: str) -> None:
-    """Delete temporary folders of generations killed long ago (SIGKILL skips clean-up)."""
+    """Delete temporary folders of generations that were killed (SIGKILL skips clean-up).
+
+    A folder is stale when the process named in it (``.<name>.tmp-<pid>-<id>``) is gone, or it
+    was not touched for an hour; a recent generation of a live process is left alone.
+    Each removal is logged as a WARNING, so the next run says what happened.
+    """
     now = time.time()
     for p in root.glob(f".{name}.tmp-*"):
         try:
-            if now - p.stat().st_mtime > _STALE_S:
-                shutil.rmtree(p, ignore_errors=True)
+            pid_text = p.name.rsplit(".tmp-", 1)[1].split("-", 1)[0]
+            pid = int(pid_text) if pid_text.isdigit() else None
+            old = now - p.stat().st_mtime > _STALE_S
+            alive = pid is not None and (pid == os.getpid() or _pid_alive(pid))
+            if not old and (alive or pid is None):
+                continue
+            n = sum(1 for _ in p.glob("images/*/*"))
         except OSError:
             continue
+        shutil.rmtree(p, ignore_errors=True)
+        logger.warning("removed %s, an incomplete shapes dataset (%d images) left by an interrupted generation; "
+                       "generating it again", p.name, n)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _generate(root: Path, final: Path, *, n_train: int, n_val: int, imgsz: int, seed: int) -> None:

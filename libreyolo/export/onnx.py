@@ -93,18 +93,20 @@ def export_onnx(model: Family, cfg: ExportConfig) -> Path:
         dynamic_axes = {"images": {i: n for i, n in axis_names.items() if n in dyn_axes}}
         for name in out_names:
             dynamic_axes[name] = {0: "batch"} if "batch" in dyn_axes else {}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=DeprecationWarning)
-        warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
-        try:
-            torch.onnx.export(
-                net, (x,), str(path), dynamo=False, opset_version=cfg.opset,
-                input_names=["images"], output_names=out_names, dynamic_axes=dynamic_axes,
-                do_constant_folding=True,
-            )
-        except Exception as e:  # noqa: BLE001 - surface exporter failures as one typed error
-            raise ExportError(f"ONNX export of {model.FAMILY}-{model.size} failed: {e}") from e
-    proto = onnx.load(str(path))
+    # Kill-safe: the exporter writes a partial file next to ``path``; ``path`` itself is only
+    # replaced (atomically) by the finished, checked graph, so an interrupted or failed export
+    # never leaves a broken .onnx or destroys the previous one.
+    from ..io.checkpoint import atomic_write, partial_path, remove_stale_partials
+
+    try:
+        remove_stale_partials(path)
+        raw = partial_path(path)
+    except OSError as e:
+        raise ExportError(f"cannot write into '{path.parent}' ({e.strerror or e}); choose another file=") from e
+    try:
+        proto = _trace(onnx, net, x, raw, cfg=cfg, out_names=out_names, dynamic_axes=dynamic_axes, model=model)
+    finally:
+        raw.unlink(missing_ok=True)
     meta = {
         "family": model.FAMILY, "task": model.task, "size": model.size, "nc": model.nc,
         "names": {str(k): v for k, v in model.names.items()}, "imgsz": [h, w], "stride": model.stride,
@@ -120,9 +122,27 @@ def export_onnx(model: Family, cfg: ExportConfig) -> Path:
     if bad:
         raise ExportError(f"exported graph contains non-portable ops {sorted(set(bad))}; this is a bug")
     onnx.checker.check_model(proto)
-    onnx.save(proto, str(path))
+    data = proto.SerializeToString()
+    atomic_write(path, lambda f: f.write(data), what="the ONNX file", error=ExportError)
     logger.info("exported %s-%s to %s (%d nodes)", model.FAMILY, model.size, path, len(proto.graph.node))
     return path
+
+
+def _trace(onnx: Any, net: Any, x: Any, raw: Path, *, cfg: ExportConfig, out_names: list[str],
+           dynamic_axes: Any, model: Family) -> Any:
+    """Run the TorchScript-based exporter into ``raw`` and load the graph it wrote."""
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=DeprecationWarning)
+        warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
+        try:
+            torch.onnx.export(
+                net, (x,), str(raw), dynamo=False, opset_version=cfg.opset,
+                input_names=["images"], output_names=out_names, dynamic_axes=dynamic_axes,
+                do_constant_folding=True,
+            )
+        except Exception as e:  # noqa: BLE001 - surface exporter failures as one typed error
+            raise ExportError(f"ONNX export of {model.FAMILY}-{model.size} failed: {e}") from e
+    return onnx.load(str(raw))
 
 
 def _simplify(proto: Any) -> Any:

@@ -22,13 +22,14 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import torch
 
 from .._version import __version__
-from ..errors import CheckpointError
+from ..errors import CheckpointError, LibreYOLOError
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
@@ -51,41 +52,85 @@ def atomic_save(obj: Any, path: Path) -> Path:
             message says whether a previous ``path`` is still there.
     """
     path = Path(path)
-    return _atomic_write(path, lambda f: torch.save(obj, f))
+    return atomic_write(path, lambda f: torch.save(obj, f))
 
 
-def _atomic_write(path: Path, write: Any) -> Path:
+def partial_path(path: Path) -> Path:
+    """A fresh temporary name next to ``path`` that :func:`remove_stale_partials` recognises."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], object], *, what: str = "checkpoint",
+                 error: type[LibreYOLOError] = CheckpointError) -> Path:
+    """Write ``path`` through ``write(file)`` on a temporary file + fsync + rename.
+
+    Whatever happens before the rename (a kill, a full disk, an exception in ``write``), the
+    previous ``path`` is unchanged and the temporary file is removed (a SIGKILL leaves it for
+    :func:`remove_stale_partials` to clean up at the next write, with a warning).
+
+    Raises:
+        LibreYOLOError: ``error`` (``CheckpointError`` by default) for an ``OSError``, saying
+            whether an earlier ``path`` is intact.
+    """
+    path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_partials(path)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
-        raise _write_error(path, e) from e
+        raise _write_error(path, e, what=what, error=error) from e
+    rec: _RecordingFile | None = None
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; checkpoints are ordinary files
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            rec = _RecordingFile(f)
+            write(rec)  # type: ignore[arg-type]
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
         _fsync_dir(path.parent)
-    except OSError as e:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
-        raise _write_error(path, e) from e
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        # torch's zip writer turns a failed write (ENOSPC, EFBIG) into a RuntimeError; the
+        # OSError it swallowed is the real cause.
+        cause = e if isinstance(e, OSError) else (rec.error if rec is not None else None)
+        if cause is not None and not isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise _write_error(path, cause, what=what, error=error) from e
         raise
     return path
 
 
-def _write_error(path: Path, e: OSError) -> CheckpointError:
+class _RecordingFile:
+    """A binary file that remembers the first ``OSError`` its ``write`` raised."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._f.write(data)
+        except OSError as e:
+            self.error = self.error or e
+            raise
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
+
+
+def _write_error(path: Path, e: OSError, *, what: str, error: type[LibreYOLOError]) -> LibreYOLOError:
     why = "no space left on the device" if e.errno == errno.ENOSPC else (e.strerror or str(e) or type(e).__name__)
     kept = (f"the previous {path.name} is unchanged" if path.is_file()
             else f"no earlier {path.name} existed, so nothing was lost")
-    return CheckpointError(f"cannot write checkpoint '{path}' ({why}); {kept}; "
-                           "free disk space or choose another folder and save again.")
+    return error(f"cannot write {what} '{path}' ({why}); {kept}; free disk space or choose another folder "
+                 "and try again.")
 
 
 def remove_stale_partials(path: Path, *, max_age_s: float = 600.0) -> list[Path]:
@@ -123,7 +168,7 @@ def remove_stale_partials(path: Path, *, max_age_s: float = 600.0) -> list[Path]
         except OSError:
             continue
         removed.append(p)
-        logger.warning("removed %s (%.1f MB), a partial checkpoint left by an interrupted save; %s", p.name,
+        logger.warning("removed %s (%.1f MB), a partial file left by an interrupted write; %s", p.name,
                        size / 1e6, f"the last complete {path.name} is intact" if path.is_file()
                        else f"no complete {path.name} had been written before")
     return removed
@@ -185,7 +230,7 @@ def save_model(model: Family, path: Path, *, extra: dict[str, Any] | None = None
 
         meta = {"libreyolo": json.dumps({**obj["libreyolo"], "names": {str(k): v for k, v in model.names.items()}})}
         data = save_bytes({k: v.contiguous() for k, v in obj["model"].items()}, metadata=meta)
-        return _atomic_write(Path(path), lambda f: f.write(data))
+        return atomic_write(Path(path), lambda f: f.write(data))
     return atomic_save(obj, Path(path))
 
 

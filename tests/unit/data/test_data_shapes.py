@@ -124,12 +124,15 @@ def test_stale_tmp_removed_fresh_tmp_kept(tmp_path: Path) -> None:
     import os
 
     name = f"shapes-{shapes._params_hash(2, 1, 32, 0)}"
-    stale, fresh = tmp_path / f".{name}.tmp-1-aaaa", tmp_path / f".{name}.tmp-2-bbbb"
-    for d in (stale, fresh):
+    # stale: untouched for hours (even if its pid is alive: reused), or its process is gone;
+    # fresh: a live process (our parent) generating right now
+    stale, fresh = tmp_path / f".{name}.tmp-{os.getppid()}-aaaa", tmp_path / f".{name}.tmp-{os.getppid()}-bbbb"
+    dead = tmp_path / f".{name}.tmp-999999999-cccc"
+    for d in (stale, fresh, dead):
         (d / "images").mkdir(parents=True)
     os.utime(stale, (1.0, 1.0))
     y = shapes.ensure_shapes_dataset(tmp_path, n_train=2, n_val=1, imgsz=32)
-    assert y.parent.name == name and not stale.exists() and fresh.exists()
+    assert y.parent.name == name and not stale.exists() and not dead.exists() and fresh.exists()
 
 
 def test_unwritable_root_is_dataset_error(tmp_path: Path) -> None:
