@@ -30,11 +30,15 @@ Arms (``--arms`` picks; default: all):
 ``sgd``                   ``optimizer=SGD, lr0=0.01`` instead of the automatic AdamW
 ``clip-off``              ``clip_grad=0``
 ``cos-lr``                ``cos_lr=True``
+``<family>``              another family's smallest size with its own default recipe (yolox-s,
+                          yolo7-tiny, rtmdet-t, rtdetr-r18, dfine-n; ``--arms families`` runs them all)
+``<family>-old-schedule`` the same with the pre-issue-17 schedule
 ========================  ==========================================================================
 
 GPU (the lead's command; about 4-5 minutes on one H200 at the defaults: 16 arms, 8 at a time)::
 
     python3 benchmarks/ablate_train.py --out benchmarks/results/ablate_train
+    python3 benchmarks/ablate_train.py --out benchmarks/results/ablate_train --arms families --merge
 
 CPU dry run of the script (numbers meaningless)::
 
@@ -77,6 +81,22 @@ ARMS: dict[str, tuple[dict[str, Any], str | None]] = {
     "clip-off": ({"clip_grad": 0.0}, None),
     "cos-lr": ({"cos_lr": True}, None),
 }
+# other families at their smallest size, default recipe and the pre-issue-17 schedule (issue 17.2:
+# does the same cause apply?); chosen with ``--arms families`` or by name
+FAMILY_WEIGHTS = {"yolox-s": "LibreYOLOXs.pt", "yolo7-tiny": "LibreYOLO7tiny.pt", "rtmdet-t": "LibreRTMDett.pt",
+                  "rtdetr-r18": "LibreRTDETRr18.pt", "dfine-n": "LibreDFINEn.pt"}
+YOLO9_ARMS = list(ARMS)
+for _fam in FAMILY_WEIGHTS:
+    ARMS[f"{_fam}"] = ({}, None)
+    ARMS[f"{_fam}-old-schedule"] = ({}, "old-schedule")
+
+
+def weights_of(arm: str) -> str:
+    """The untrained model an arm builds: yolo9-t unless the arm names another family."""
+    for fam, w in FAMILY_WEIGHTS.items():
+        if arm == fam or arm.startswith(fam + "-"):
+            return w
+    return "LibreYOLO9t.pt"
 logger = logging.getLogger("ablate_train")
 
 
@@ -140,7 +160,7 @@ def child(a: argparse.Namespace) -> None:
 
     keys, patch = ARMS[a.arm]
     apply_patch(patch)
-    model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=6)
+    model = LibreYOLO(weights_of(a.arm), pretrained=False, nc=6)
     overrides: dict[str, Any] = dict(data=str(a.data), epochs=a.epochs, imgsz=a.imgsz, batch=a.batch, amp=True,
                                      device=a.device, workers=a.workers, project=str(a.arm_dir), name="run",
                                      exist_ok=True, plots=False, tensorboard=False, verbose=False, seed=0,
@@ -159,7 +179,7 @@ def child(a: argparse.Namespace) -> None:
 
     trainer.callbacks.append(on_epoch)
     trainer.fit()
-    out = {"arm": a.arm, "keys": keys, "patch": patch, "wall_s": round(time.perf_counter() - t0, 2),
+    out = {"arm": a.arm, "model": weights_of(a.arm), "keys": keys, "patch": patch, "wall_s": round(time.perf_counter() - t0, 2),
            "epochs": epochs, "optimizer_steps": trainer.total_steps, "accumulate": trainer.accumulate,
            "warmup_iters": trainer.schedule.warmup_iters, "optimizer": type(trainer.optimizer).__name__,
            "lr": trainer.optimizer.param_groups[0]["initial_lr"]}
@@ -178,23 +198,27 @@ def summarise(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def markdown(rows: list[dict[str, Any]], env: dict[str, Any], a: argparse.Namespace) -> str:
-    base = next((r for r in rows if r.get("arm") == "base" and r.get("final_mAP50-95") is not None), None)
+    finals = {r["arm"]: r["final_mAP50-95"] for r in rows if r.get("final_mAP50-95") is not None}
     head = ["arm", "change", "optimizer steps", "warm-up iters", "final mAP50-95", "vs base", "best mAP50-95",
             "wall s (shared GPU)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         change = ", ".join(f"{k}={v}" for k, v in ARMS[r["arm"]][0].items()) or (ARMS[r["arm"]][1] or "-")
+        if weights_of(r["arm"]) != "LibreYOLO9t.pt":
+            change = f"{weights_of(r['arm'])}: {change}"
         if "error" in r:
             lines.append(f"| {r['arm']} | {change} | error: {r['error']} |" + " |" * (len(head) - 3))
             continue
-        delta = (f"{r['final_mAP50-95'] - base['final_mAP50-95']:+.4f}" if base and r["final_mAP50-95"] is not None
+        ref = next((f for f in FAMILY_WEIGHTS if r["arm"].startswith(f)), "base")  # the arm's own family default
+        delta = (f"{r['final_mAP50-95'] - finals[ref]:+.4f}" if ref in finals and r["final_mAP50-95"] is not None
                  else "")
         lines.append(f"| {r['arm']} | {change} | {r['optimizer_steps']} | {r['warmup_iters']} | "
                      f"{r['final_mAP50-95']} | {delta} | {r['best_mAP50-95']} | {r['wall_s']:.0f} |")
-    return (f"# Training ablation: yolo9-t from scratch, shapes {a.n_train}/{a.n_val}, {a.imgsz} px, batch "
-            f"{a.batch}, AMP, {a.epochs} epochs{'' if a.eager else ', cuda_graph=True'}\n\nGPU {env['gpu']}, "
+    return (f"# Training ablation from scratch (yolo9-t unless named), shapes {a.n_train}/{a.n_val}, {a.imgsz} px, "
+            f"batch {a.batch}, AMP, {a.epochs} epoch{'s' if a.epochs != 1 else ''}"
+            f"{'' if a.eager else ', cuda_graph=True'}\n\nGPU {env['gpu']}, "
             f"torch {env['torch']}, {env['date']}, commit {env['commit']}. One change per arm over the default "
-            f"recipe; {a.parallel} arm{'s' if a.parallel != 1 else ''} at a time on the GPU. `base-seed1` gives the run-to-run noise.\n\n"
+            f"recipe; {a.parallel} arm{'s' if a.parallel != 1 else ''} at a time on the GPU. `base-seed1` gives the run-to-run noise; "vs base" compares with the same family's default arm.\n\n"
             + "\n".join(lines) + "\n")
 
 
@@ -256,7 +280,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--commit", default=None)
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--arms", nargs="+", default=YOLO9_ARMS, choices=[*ARMS, "families"],
+                    help="arms to run (default: the yolo9-t ones); 'families' = the other families' arms")
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--n-train", type=int, default=320)
     ap.add_argument("--n-val", type=int, default=80)
@@ -273,6 +298,8 @@ def main() -> None:
     ap.add_argument("--arm-dir", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--arm-json", type=Path, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if "families" in a.arms:
+        a.arms = [x for x in a.arms if x != "families"] + [x for x in ARMS if x not in YOLO9_ARMS]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if a.arm:
         child(a)
