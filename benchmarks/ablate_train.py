@@ -218,7 +218,7 @@ def markdown(rows: list[dict[str, Any]], env: dict[str, Any], a: argparse.Namesp
             f"batch {a.batch}, AMP, {a.epochs} epoch{'s' if a.epochs != 1 else ''}"
             f"{'' if a.eager else ', cuda_graph=True'}\n\nGPU {env['gpu']}, "
             f"torch {env['torch']}, {env['date']}, commit {env['commit']}. One change per arm over the default "
-            f"recipe; {a.parallel} arm{'s' if a.parallel != 1 else ''} at a time on the GPU. `base-seed1` gives the run-to-run noise; "vs base" compares with the same family's default arm.\n\n"
+            f"recipe; {a.parallel} arm{'s' if a.parallel != 1 else ''} at a time on the GPU. `base-seed1` gives the run-to-run noise; 'vs base' compares with the same family's default arm.\n\n"
             + "\n".join(lines) + "\n")
 
 
