@@ -131,10 +131,57 @@ def run_libreyolo(arm: str, a: argparse.Namespace) -> dict[str, Any]:
     trainer.callbacks.append(on_epoch)
     result = trainer.fit()
     wall = time.perf_counter() - t0
-    return {"library": f"libreyolo {libreyolo.__version__}", "model": "yolo9-t", "wall_s": round(wall, 2),
+    step_cost = time_step_and_ema(trainer)
+    return {"step_cost_ms": step_cost, "library": f"libreyolo {libreyolo.__version__}", "model": "yolo9-t", "wall_s": round(wall, 2),
             "epochs": epochs, "optimizer_steps": trainer.total_steps, "accumulate": trainer.accumulate,
             "warmup_iters": trainer.schedule.warmup_iters, "cuda_graph": result.get("cuda_graph"),
             "overrides": overrides}
+
+
+def time_step_and_ema(trainer: Any, iters: int = 50) -> dict[str, float]:
+    """Median ms of the trainer's optimizer step (unscale, clip, step, scaler update) and of one EMA
+    update, on the trained network with synthetic gradients, synchronised around each call (SPEC
+    issue 17 target: both together at most 5 ms for yolo9-t). Runs after training: the results are
+    already written."""
+    import statistics
+
+    import torch
+
+    net, opt, scaler, ema = trainer.net, trainer.optimizer, trainer.scaler, trainer.ema
+    params = [p for p in net.parameters() if p.requires_grad]
+    gen = torch.Generator(device=params[0].device).manual_seed(0)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen, device=p.device, dtype=p.dtype) * 1e-6
+    for g in opt.param_groups:
+        g["lr"] = 0.0  # the weights keep their values while timing
+
+    def sync() -> None:
+        if params[0].is_cuda:
+            torch.cuda.synchronize(params[0].device)
+
+    def step() -> None:
+        scaler.unscale_(opt)
+        if trainer.cfg.clip_grad > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm=trainer.cfg.clip_grad)
+        scaler.step(opt)
+        scaler.update()
+
+    out: dict[str, float] = {}
+    arms = {"optimizer_step": step}
+    if ema is not None:
+        arms["ema_update"] = lambda: ema.update(net)
+    for name, fn in arms.items():
+        times = []
+        for i in range(iters + 5):
+            sync()
+            t = time.perf_counter()
+            fn()
+            sync()
+            if i >= 5:
+                times.append((time.perf_counter() - t) * 1e3)
+        out[name] = round(statistics.median(times), 3)
+    out["total"] = round(sum(out.values()), 3)
+    return out
 
 
 def child(a: argparse.Namespace) -> None:
@@ -185,6 +232,11 @@ def markdown(rows: list[dict[str, Any]], levels: tuple[float, ...], env: dict[st
     for r in rows:
         if "error" not in r:
             per_epoch.append(f"- {r['arm']}: " + ", ".join(f"{e['mAP50-95']:.3f}" for e in r["epochs"]))
+    for r in rows:
+        if r.get("step_cost_ms"):
+            c = r["step_cost_ms"]
+            per_epoch.append(f"- {r['arm']}: optimizer step {c['optimizer_step']} ms + EMA update "
+                             f"{c.get('ema_update', 0)} ms = {c['total']} ms (median, synchronised)")
     return (f"# Time to accuracy from scratch: shapes {a.n_train}/{a.n_val} images, {a.imgsz} px, batch {a.batch}, "
             f"AMP, {a.epochs} epoch{'s' if a.epochs != 1 else ''}\n\nGPU {env['gpu']}, torch {env['torch']}, {env['date']}, commit "
             f"{env['commit']}. One process per arm; each library's default recipe; validation every epoch "
