@@ -81,7 +81,7 @@ def find_weights(name: str) -> Path:
         try:
             return Path(hub_download(base, repo_id=repo, local_files_only=local_only))
         except Exception as e:  # noqa: BLE001 - every Hub failure mode becomes one clear error
-            msg = str(e).splitlines()[0][:120] if str(e) else ""
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""  # a whole first line, never cut
             tried.append(f"{where} {repo}/{base} ({type(e).__name__}{': ' + msg if msg else ''})")
     raise CheckpointError(
         f"could not find weights {name!r}. Tried: " + "; ".join(tried)
