@@ -180,8 +180,8 @@ def resolve_resume(cfg: TrainConfig, explicit: set[str]) -> tuple[Path, dict[str
     if refused:
         k = refused[0]
         raise ConfigError(f"{k}={getattr(cfg, k)!r} cannot change on resume (the run used {k}={getattr(base, k)!r}); "
-                          f"on resume only {', '.join(RESUME_OVERRIDABLE)} may change: start a new run "
-                          f"(model.train(..., {k}=...) from {str(path)!r}) to train with other settings")
+                          f"only {', '.join(RESUME_OVERRIDABLE)} may change on resume; to train with "
+                          f"{k}={getattr(cfg, k)!r}, start a new run from these weights (model={path} {k}=...)")
     saved.update({k: getattr(cfg, k) for k in RESUME_OVERRIDABLE if k in explicit})
     saved["resume"] = str(path)
     new = TrainConfig.from_overrides(saved)
