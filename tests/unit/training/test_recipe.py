@@ -208,3 +208,15 @@ def test_partial_window_gradient_is_the_sum_of_its_micro_batches(tiny_shapes, tm
     for got, want in zip(windows[1], per_batch[3], strict=True):
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-6)
     assert any(g.abs().sum() > 0 for g in windows[1])
+
+
+def test_workers_capped_at_the_usable_cores(tiny_shapes, tmp_path, monkeypatch, caplog):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    t = Trainer(_model(), TrainConfig.from_overrides(over(tiny_shapes, tmp_path, epochs=1, workers=8)))
+    with caplog.at_level(logging.INFO):
+        assert t._workers() == 2
+    assert any("workers=8 capped at 2" in r.getMessage() for r in caplog.records)
+    t2 = Trainer(_model(), TrainConfig.from_overrides(over(tiny_shapes, tmp_path, epochs=1, workers=1)))
+    assert t2._workers() == 1
