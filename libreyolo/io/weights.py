@@ -4,6 +4,7 @@ assets -> Hugging Face Hub (cache first, then download). Nothing is fetched at i
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from .. import env
@@ -55,9 +56,15 @@ def find_weights(name: str) -> Path:
                               "e.g. runs/detect/train/weights/best.pt.")
     if _is_path(name):
         base = p.name
+        hint = (f", or pass just the name, e.g. {base!r}, to use bundled or Hub weights" if _WEIGHTS_NAME.match(base)
+                else "")
         raise CheckpointError(
             f"weights file '{p}' does not exist (checked on disk only: a path with folders is never looked up "
-            f"on the Hub); check the path, or pass just the name, e.g. {base!r}, to use bundled or Hub weights.")
+            f"on the Hub); check the path{hint}.")
+    if not _WEIGHTS_NAME.match(p.name):
+        raise CheckpointError(
+            f"weights file '{p}' does not exist in {Path.cwd()} and is not a libreyolo weights name such as "
+            "'LibreYOLO9t.pt', so nothing was looked up on the Hub; check the path.")
     tried.append(f"local path {str(p)!r} (not found)")
     base = p.name
     extra = env.get("LIBREYOLO_WEIGHTS_DIR")
@@ -88,6 +95,10 @@ def find_weights(name: str) -> Path:
         + f". To build an untrained model instead use LibreYOLO({base!r}, pretrained=False)"
         " (CLI: pretrained=false)."
     )
+
+
+# what bundled / Hub weights are called: Libre<FAMILY><size>[-<task>].pt (registry.parse_weights_name)
+_WEIGHTS_NAME = re.compile(r"^Libre[A-Za-z0-9_]+(-[a-z]+)?(\.(pt|safetensors))?$", re.IGNORECASE)
 
 
 def _is_path(name: str) -> bool:

@@ -178,3 +178,15 @@ def test_safetensors_errors_are_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="no 'libreyolo' metadata") as e:
         ckpt.read_checkpoint(plain)
     _one_sentence(str(e.value))
+
+
+def test_missing_bare_file_that_is_no_weights_name_is_not_looked_up(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(weights, "hub_download", lambda *a, **k: (_ for _ in ()).throw(AssertionError("Hub")))
+    with pytest.raises(CheckpointError) as e:
+        LibreYOLO("best.pt")
+    msg = str(e.value)
+    assert "does not exist in" in msg and "nothing was looked up on the Hub" in msg
+    _one_sentence(msg)
+    for name in ("LibreYOLO9t.pt", "LibreYOLO9t", "LibreRTDETRr18-seg.safetensors", "libreyolo9s.pt"):
+        assert weights._WEIGHTS_NAME.match(name), name  # these still go on to bundled / Hub weights
