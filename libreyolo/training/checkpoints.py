@@ -79,16 +79,19 @@ class CheckpointMixin:
         rng = getattr(self, "_saved_rng", None)
         if not rng:
             return
+        self._saved_rng = None
+        gen = getattr(getattr(self, "train_loader", None), "generator", None)
+        if gen is not None and rng.get("loader") is not None:
+            gen.set_state(rng["loader"])
+        if getattr(self, "dist", None) is not None:  # rank 0's global streams are not the other ranks':
+            return  # under DDP every rank keeps its own seed + rank streams (the loop draws nothing from them)
         random.setstate((rng["python"][0], tuple(rng["python"][1]), rng["python"][2]))
         np.random.set_state(("MT19937", rng["numpy"]["key"].numpy().astype(np.uint32), int(rng["numpy"]["pos"]),
                              int(rng["numpy"]["has_gauss"]), float(rng["numpy"]["cached_gaussian"])))
         torch.set_rng_state(rng["torch"])
-        if rng.get("cuda") and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(rng["cuda"])
-        gen = getattr(getattr(self, "train_loader", None), "generator", None)
-        if gen is not None and rng.get("loader") is not None:
-            gen.set_state(rng["loader"])
-        self._saved_rng = None
+        device = getattr(self, "device", None)
+        if isinstance(rng.get("cuda"), torch.Tensor) and device is not None and device.type == "cuda":
+            torch.cuda.set_rng_state(rng["cuda"], device)
 
     def _weights(self) -> dict[str, Tensor]:
         return (self.ema.module if self.ema is not None else self.net).state_dict()
@@ -107,7 +110,8 @@ class CheckpointMixin:
             "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
             "last_opt_step": self.last_opt_step,
             "stale": int(getattr(self, "stale", 0)),
-            "rng": rng_state(getattr(getattr(self, "train_loader", None), "generator", None)),
+            "rng": rng_state(getattr(getattr(self, "train_loader", None), "generator", None),
+                             device=getattr(self, "device", None)),
             "schedule": {"epochs": self.cfg.epochs, "lrf": self.cfg.lrf, "cos": self.cfg.cos_lr},
         }
         weights = self._weights()
@@ -118,9 +122,11 @@ class CheckpointMixin:
         self.saved_epochs = epoch + 1
 
 
-def rng_state(loader_generator: torch.Generator | None = None) -> dict[str, Any]:
-    """Python, NumPy, torch (CPU, every CUDA device) and loader-generator states, in plain types
-    and tensors only (``torch.load(weights_only=True)`` reads them back)."""
+def rng_state(loader_generator: torch.Generator | None = None, *,
+              device: torch.device | None = None) -> dict[str, Any]:
+    """Python, NumPy, torch (CPU, and the training ``device`` when it is a CUDA device: no other
+    GPU is touched) and loader-generator states, in plain types and tensors only
+    (``torch.load(weights_only=True)`` reads them back)."""
     version, internal, gauss = random.getstate()
     _, key, pos, has_gauss, cached = np.random.get_state()
     return {
@@ -128,7 +134,7 @@ def rng_state(loader_generator: torch.Generator | None = None) -> dict[str, Any]
         "numpy": {"key": torch.from_numpy(np.asarray(key, dtype=np.int64)), "pos": int(pos),
                   "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": torch.cuda.get_rng_state(device) if device is not None and device.type == "cuda" else None,
         "loader": loader_generator.get_state() if loader_generator is not None else None,
     }
 
