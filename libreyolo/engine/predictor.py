@@ -248,7 +248,8 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
     batches = load_source(source, batch=opts.batch, bgr=opts.bgr)  # validates before any side effect
     twin, amp = _prepared(model, opts)
     if getattr(model, "OUTPUT_KIND", "boxes") == "probs":
-        yield from _predict_probs(model, twin, amp, batches, opts)
+        yield from _predict_probs(model, twin, amp, batches, opts, source)
+        _report_skipped(batches)
         return
     from ..models._base.inference import channels_last, cudnn_benchmark, input_dtype
 
@@ -257,7 +258,7 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
     dtype = input_dtype(twin) if amp is None and hasattr(twin, "prepared") else torch.float32
     cl = hasattr(twin, "prepared") and channels_last(twin)
     clock = CallClock(device)
-    saver = _Saver(model, opts)
+    saver = _Saver(model, opts, source)
     for items in batches:
         clock.start()
         x, params = preprocess([it.image for it in items], opts.imgsz, device, dtype=dtype, channels_last=cl,
@@ -284,6 +285,7 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
             r.speed = speed
             saver(r)
             yield r
+    _report_skipped(batches)
 
 
 def _to_host(dets: list[Tensor]) -> list[Tensor]:
@@ -295,23 +297,35 @@ def _to_host(dets: list[Tensor]) -> list[Tensor]:
 
 
 class _Saver:
-    """Writes annotated results when ``save`` is set (the run folder is made on first use)."""
+    """Writes annotated results when ``save`` is set: the run folder is made on first use, output
+    names never overwrite an input (:class:`~libreyolo.engine.saving.OutputNamer`; a ``save_dir``
+    that is the source folder is refused before any image is written)."""
 
-    def __init__(self, model: Any, opts: PredictOptions) -> None:
-        self.model, self.opts, self.save_dir = model, opts, None
+    def __init__(self, model: Any, opts: PredictOptions, source: Any) -> None:
+        from .saving import OutputNamer
+
+        self.model, self.opts, self.source, self.namer = model, opts, source, None
+        if opts.save and opts.save_dir is not None:
+            self.namer = OutputNamer(opts.save_dir, source)
 
     def __call__(self, r: Results) -> None:
         if not self.opts.save:
             return
-        if self.save_dir is None:
+        if self.namer is None:
             from .results import next_run_dir
+            from .saving import OutputNamer
 
-            self.save_dir = self.opts.save_dir or next_run_dir(Path("runs") / self.model.task / "predict")
-        r.save(self.save_dir)
+            self.namer = OutputNamer(next_run_dir(Path("runs") / self.model.task / "predict"), self.source)
+        r.save(self.namer.path_for(r.path, r.frame))
+
+
+def _report_skipped(batches: Any) -> None:
+    if getattr(batches, "skipped", None):
+        logger.warning("%d of %d files skipped (unreadable)", batches.n_skipped, batches.n_read + batches.n_skipped)
 
 
 def _predict_probs(model: Family, twin: Any, amp: torch.dtype | None, batches: Any,
-                   opts: PredictOptions) -> Iterator[Results]:
+                   opts: PredictOptions, source: Any) -> Iterator[Results]:
     """The classification path: center crop -> network -> softmax -> ``Results.probs``."""
     from ..models._base.inference import channels_last, cudnn_benchmark, input_dtype
 
@@ -319,7 +333,7 @@ def _predict_probs(model: Family, twin: Any, amp: torch.dtype | None, batches: A
     dtype = input_dtype(twin) if amp is None and hasattr(twin, "prepared") else torch.float32
     cl = hasattr(twin, "prepared") and channels_last(twin)
     clock = CallClock(device)
-    saver = _Saver(model, opts)
+    saver = _Saver(model, opts, source)
     for items in batches:
         clock.start()
         x = preprocess_classify([it.image for it in items], opts.imgsz, device, dtype=dtype, channels_last=cl)

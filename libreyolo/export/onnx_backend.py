@@ -75,6 +75,7 @@ class OnnxModel:
     names = property(lambda self: self.family.names)
     nc = property(lambda self: self.family.nc)
     task = property(lambda self: self.family.task)
+    OUTPUT_KIND = property(lambda self: self.family.OUTPUT_KIND)  # boxes or probs: how predict fills Results
     imgsz = property(lambda self: self.family.imgsz)
     stride = property(lambda self: self.family.stride)
     net = property(lambda self: self.family.net)

@@ -156,7 +156,7 @@ def check_prepared_parity(model: Family, *, shape: tuple[int, int, int, int], dt
     for a family with a captured decode, network + decode; under cuDNN autotuning as in predict."""
     from ..models._base.inference import channels_last, cudnn_benchmark, input_dtype
 
-    cast = dtype == torch.float16 and model.device.type == "cuda"
+    cast = dtype == torch.float16 and model.device.type == "cuda" and model.HALF_CAST
     twin = model.prepared(half=cast)
     amp = None if cast or dtype in (None, torch.float32) else dtype
     with cudnn_benchmark(model.device):
@@ -166,7 +166,8 @@ def check_prepared_parity(model: Family, *, shape: tuple[int, int, int, int], dt
                            if amp else None}
         if twin.DECODE_TOPK:
             dec = check_parity(twin, shape=shape, amp_dtype=amp, seed=seed, decoded=True)
-            row["decode"] = {"result": dec["result"], "probes": dec.get("probes")}
+            row["decode"] = {k: dec.get(k) for k in ("result", "probes", "eager_deterministic", "copy_out_ok",
+                                                     "probes_differ")}
             if dec["result"] != "pass":
                 row["result"] = "fail"
     return row

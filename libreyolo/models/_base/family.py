@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import torch
 from torch import Tensor, nn
 
-from ...errors import ConfigError
+from ...errors import ConfigError, keyword_checked
 from ...graphs.seam import Stage
 
 if TYPE_CHECKING:
@@ -59,6 +59,10 @@ class Family:
     # Inference preparation (models/_base/inference.py): run the prepared twin in channels-last
     # memory format on CUDA (set per family from benchmarks/bench_layout.py).
     INFER_CHANNELS_LAST: ClassVar[bool] = False
+    # half=True casts the prepared twin's weights once (float16 on CUDA, bfloat16 on CPU). A family
+    # whose math is not safe in a low-precision cast keeps fp32 weights under autocast instead.
+    HALF_CAST: ClassVar[bool] = True
+    HALF_CAST_REASON: ClassVar[str] = ""
     # Captured decode: a family that implements decode(raw) -> Tensor[B, DECODE_TOPK, 6] (the top
     # candidates by score, a pure function of the head output) gets it inside the prediction
     # graph; only thresholding and NMS on those candidates stay eager. 0: no captured decode.
@@ -323,6 +327,7 @@ class Family:
             twin_graphs.release()
 
     # ------------------------------------------------------------------ user API
+    @keyword_checked("predict")
     def predict(
         self,
         source: Any = None,
@@ -340,7 +345,7 @@ class Family:
         cuda_graph: CudaGraphPolicy = False,
         half: bool = False,
         agnostic_nms: bool = False,
-        bgr: bool = False,
+        bgr: bool = True,
         fuse: bool = True,
         rect: bool = True,
     ) -> list[Results] | Iterator[Results]:

@@ -6,7 +6,8 @@ re-parameterisable branches, fp32 weights). Prediction runs a *prepared twin* of
 * fused (BatchNorm folded into convolutions, RepConv branches merged) unless ``fuse=False``;
 * cast once to the half dtype (``float16`` on CUDA, ``bfloat16`` elsewhere) when ``half=True``,
   so no weight is re-cast per call (autocast with its weight cache off re-cast every weight on
-  every call and made fp16 slower than fp32);
+  every call and made fp16 slower than fp32); a family with ``HALF_CAST = False`` keeps fp32
+  weights and ``predict`` runs it under autocast as before;
 * in channels-last memory format where the family measured that it wins
   (``Family.INFER_CHANNELS_LAST``; on CUDA only).
 
@@ -57,7 +58,8 @@ def half_dtype(device: torch.device) -> torch.dtype:
 
 def prep_spec(model: Family, *, half: bool, fuse: bool) -> PrepSpec:
     device = model.device
-    return PrepSpec(fuse=bool(fuse) and not model.fused, dtype=half_dtype(device) if half else torch.float32,
+    cast = half and model.HALF_CAST
+    return PrepSpec(fuse=bool(fuse) and not model.fused, dtype=half_dtype(device) if cast else torch.float32,
                     channels_last=bool(model.INFER_CHANNELS_LAST) and device.type == "cuda",
                     device=str(device))
 

@@ -21,6 +21,9 @@ class DFINE(EncoderDecoderFamily):
     SIZES: ClassVar[tuple[str, ...]] = ("n", "s")
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("vfl", "l1", "giou", "fgl", "ddf")
 
+    HALF_CAST: ClassVar[bool] = False
+    HALF_CAST_REASON: ClassVar[str] = ("its weights cast to float16 or bfloat16 give non-finite outputs (NaN on a CPU check, "
+                                       "a failing fp16 decode row on the H200); half=True runs fp32 weights under autocast")
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (seam: trunk captured)
 

@@ -46,8 +46,6 @@ def test_a_kwargs_catch_all_cannot_be_checked() -> None:
         keyword_checked("x")(lambda **kw: kw)
 
 
-@pytest.mark.xfail(strict=True, reason="needs @keyword_checked('predict') on Family.predict; remove this mark "
-                                       "when it lands")
 def test_family_predict_unknown_keyword_is_a_config_error() -> None:
     from libreyolo import SAMPLE_IMAGE, LibreYOLO
 

@@ -79,8 +79,6 @@ def test_files_pil_and_explicit_numpy_orders_detect_red(probe: ChannelFamily, tm
         assert r.verbose() == "1 red", (type(source).__name__, kw)
 
 
-@pytest.mark.xfail(strict=True, reason="needs the predictor wiring (Family.predict bgr default True, "
-                                       "Results(orig_img=item.orig)); remove this mark when it lands")
 def test_a_cv2_frame_is_bgr_by_default_and_plot_is_bgr(probe: ChannelFamily, tmp_path: Path) -> None:
     bgr = _red_bgr()
     (r,) = probe.predict(bgr)

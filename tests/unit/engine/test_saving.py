@@ -133,11 +133,6 @@ def test_predict_on_a_folder_with_a_corrupt_file_returns_the_rest(tmp_path: Path
     assert [Path(r.skipped_source).name for r in caplog.records if hasattr(r, "skipped_source")] == ["b.jpg"]
 
 
-_WIRING = pytest.mark.xfail(strict=True, reason="needs the predictor wiring of OutputNamer (_Saver); "
-                                                "remove this mark when it lands")
-
-
-@_WIRING
 def test_predict_refuses_to_save_into_the_source_folder(tmp_path: Path) -> None:
     img = _img(tmp_path / "pics" / "bus.jpg")
     before = img.read_bytes()
@@ -146,7 +141,6 @@ def test_predict_refuses_to_save_into_the_source_folder(tmp_path: Path) -> None:
     assert img.read_bytes() == before and sorted(p.name for p in img.parent.iterdir()) == ["bus.jpg"]
 
 
-@_WIRING
 def test_predict_saves_same_named_sources_to_two_files(tmp_path: Path) -> None:
     t = _tree(tmp_path)
     out = tmp_path / "out"
