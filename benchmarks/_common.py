@@ -32,8 +32,12 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$")
 
 
 def git_commit(explicit: str | None = None) -> str:
+    """The commit a result belongs to: ``explicit``, else ``$LIBREYOLO_COMMIT`` (the GPU machine's
+    copy of the tree can carry a stale ``.git``: its HEAD is not the commit that was sent), else git."""
     if explicit:
         return explicit
+    if os.environ.get("LIBREYOLO_COMMIT"):
+        return os.environ["LIBREYOLO_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               check=True, timeout=10, cwd=ROOT).stdout.strip()
