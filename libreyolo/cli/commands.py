@@ -76,6 +76,9 @@ def _predict_keys() -> dict[str, Key]:
         Key(name="cuda_graph", default=False, help="CUDA-graph replay: false, true, or auto"),
         Key(name="half", kind="bool", default=False, help="half precision (fp16 on CUDA, bf16 on CPU)"),
         Key(name="agnostic_nms", kind="bool", default=False, help="class-agnostic NMS"),
+        Key(name="fuse", kind="bool", default=True, help="run a fused copy of the model (BatchNorm folded)"),
+        Key(name="rect", kind="bool", default=True,
+            help="letterbox to the smallest stride-multiple rectangle (false: the square imgsz)"),
     ])
 
 
@@ -85,13 +88,13 @@ def run_predict(kw: dict[str, Any], quiet: bool) -> int:
     model = LibreYOLO(kw.pop("model"), pretrained=kw.pop("pretrained"))
     source = kw.pop("source")
     t0 = time.perf_counter()
-    totals = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}
+    totals = {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0, "results": 0.0}
     skipped = _SkipCounter()
     with skipped:
         results = model.predict(source, stream=True, **kw)
         n, frames, saved = _report_predictions(results, totals, quiet)
     wall = time.perf_counter() - t0
-    label = {"preprocess": "pre", "inference": "inference", "postprocess": "post"}
+    label = {"preprocess": "pre", "inference": "inference", "postprocess": "post", "results": "results"}
     mean = ", ".join(f"{v / max(n, 1):.1f} ms {label[k]}" for k, v in totals.items())
     unit = "frame" if n and frames == n else "image"
     note = f" ({len(skipped.paths)} unreadable file{'s' if len(skipped.paths) != 1 else ''} skipped)" \

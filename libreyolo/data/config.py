@@ -127,6 +127,10 @@ def load_data_config(data: str | Path) -> DataConfig:
         >>> cfg.nc, len(cfg.train)
         (6, 2000)
     """
+    if isinstance(data, str) and not data.strip():
+        from ..errors import empty_value
+
+        raise empty_value("data")  # the wording every command uses (not "dataset yaml . not found")
     if isinstance(data, str) and data == "shapes-cls" or (
             not (isinstance(data, str) and data in BUILTIN) and _is_classify_root(Path(data).expanduser())):
         raise DatasetError(f"{str(data)!r} is a classification dataset (ImageFolder: train/<class>/*); a detection "
