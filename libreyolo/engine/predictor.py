@@ -13,6 +13,7 @@ the smallest stride-multiple rectangle (``rect=True``, default).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from torch import Tensor
 from ..errors import ConfigError
 from ..ops import nms as _nms  # noqa: F401 - import torchvision's kernels before anything is timed
 from ..ops.boxes import scale_boxes
-from ..ops.candidates import select_detections
+from ..ops.candidates import candidates_truncated, select_detections, to_host
 from ..ops.letterbox import (
     LetterboxParams,
     check_imgsz,
@@ -102,7 +103,8 @@ class Staging:
     """
 
     def __init__(self) -> None:
-        self._bufs: dict[int, tuple[Tensor, Any]] = {}
+        self._bufs: dict[tuple[str, int], tuple[Tensor, Any]] = {}
+        self._lock = threading.Lock()
 
     def upload(self, arr: np.ndarray, device: torch.device) -> Tensor:
         """arr (np.ndarray, uint8, C-contiguous) -> the same tensor on ``device``."""
@@ -114,19 +116,21 @@ class Staging:
                 src = torch.from_numpy(arr)
         if device.type != "cuda":
             return src
-        n = src.numel()
-        entry = self._bufs.get(n)
-        if entry is None:
-            if len(self._bufs) >= 4:
-                self._bufs.pop(next(iter(self._bufs)))
-            entry = (torch.empty(n, dtype=torch.uint8, pin_memory=True), torch.cuda.Event())
-            self._bufs[n] = entry
-        buf, done = entry
-        done.synchronize()
-        host = buf.view(src.shape)
-        host.copy_(src)
-        out = host.to(device, non_blocking=True)
-        done.record(torch.cuda.current_stream(device))
+        key = (str(device), src.numel())
+        with self._lock:  # one caller at a time per buffer: wait, fill, launch, record
+            entry = self._bufs.get(key)
+            if entry is None:
+                if len(self._bufs) >= 4:
+                    self._bufs.pop(next(iter(self._bufs)))
+                with torch.cuda.device(device):
+                    entry = (torch.empty(key[1], dtype=torch.uint8, pin_memory=True), torch.cuda.Event())
+                self._bufs[key] = entry
+            buf, done = entry
+            done.synchronize()
+            host = buf.view(src.shape)
+            host.copy_(src)
+            out = host.to(device, non_blocking=True)
+            done.record(torch.cuda.current_stream(device))
         return out
 
 
@@ -268,9 +272,19 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
             raw = twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp, decoded=decoded) if decoded \
                 else twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp)
         clock.mark()
-        if decoded:
+        host = to_host(raw) if decoded else None
+        if decoded and twin.DECODE_NMS and candidates_truncated(host, opts.conf, k=twin.DECODE_TOPK):
+            # conf so low that the top-k may have cut candidates the eager path keeps: this batch
+            # takes the raw network output and the family's eager postprocess instead
+            _note_truncated(twin, opts.conf)
+            with cudnn_benchmark(device):
+                raw = twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp)
+            decoded_batch = False
+        else:
+            decoded_batch = decoded
+        if decoded_batch:
             dets = select_detections(raw, conf=opts.conf, iou=opts.iou, max_det=opts.max_det,
-                                     agnostic=opts.agnostic_nms, nms=twin.DECODE_NMS)
+                                     agnostic=opts.agnostic_nms, nms=twin.DECODE_NMS, host=host)
         else:
             dets = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes,
                                     max_det=opts.max_det, agnostic=opts.agnostic_nms)
@@ -286,6 +300,17 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
             saver(r)
             yield r
     _report_skipped(batches)
+
+
+_TRUNCATION_NOTED: set[str] = set()
+
+
+def _note_truncated(twin: Any, conf: float) -> None:
+    key = twin.FAMILY
+    log = logger.debug if key in _TRUNCATION_NOTED else logger.info
+    _TRUNCATION_NOTED.add(key)
+    log("%s: more than %d candidates score above conf=%g, so this batch runs the eager postprocess on "
+        "the raw outputs (the captured decode keeps a fixed top-%d)", key, twin.DECODE_TOPK, conf, twin.DECODE_TOPK)
 
 
 def _to_host(dets: list[Tensor]) -> list[Tensor]:

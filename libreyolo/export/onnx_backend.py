@@ -119,6 +119,8 @@ class OnnxModel:
             from ..errors import check_keys
 
             check_keys(unknown, defaults, what="predict")
+        if self.fixed_hw is not None and "rect" not in kw:
+            kw["rect"] = False  # a fixed-shape export takes only its own (square) imgsz
         opts = PredictOptions.build(model=self, **{**defaults, **kw})
         gen = predict(self, source, opts)
         return gen if stream else list(gen)

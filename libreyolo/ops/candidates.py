@@ -31,25 +31,37 @@ def pack_candidates(boxes: Tensor, scores: Tensor, labels: Tensor) -> Tensor:
     return torch.cat((boxes.float(), scores.float()[..., None], labels.float()[..., None]), -1)
 
 
+def candidates_truncated(cands_host: Tensor, conf: float, *, k: int) -> bool:
+    """True when the decode kept its full ``k`` candidates (there were more anchors) and some
+    image's last (lowest) one still scores above ``conf``: the fixed-size top-k may then have cut
+    off candidates that a dense head's eager postprocess (up to 30,000 anchors over ``conf``) keeps,
+    so its NMS could come out differently (a very low ``conf``)."""
+    if cands_host.shape[1] < k or not cands_host.shape[1]:
+        return False  # fewer anchors than k: every anchor is a candidate
+    return bool((cands_host[:, -1, 4] > conf).any())
+
+
 def select_detections(cands: Tensor, *, conf: float, iou: float, max_det: int, agnostic: bool,
-                      nms: bool = True) -> list[Tensor]:
+                      nms: bool = True, host: Tensor | None = None) -> list[Tensor]:
     """Candidates -> per image Tensor[n, 6] float32 on the CPU, by decreasing score, ``n <= max_det``.
 
     cands (Tensor[B, k, 6]): from a family's ``decode``, sorted by decreasing score per image.
     Keeps rows with score > ``conf``; with ``nms`` (dense heads) class-aware (or agnostic) NMS at
     ``iou``. One device-to-host copy for the whole batch (plus one per image whose candidate set
-    exceeds :data:`HOST_NMS_MAX`, where NMS runs on the device).
+    exceeds :data:`HOST_NMS_MAX`, where NMS runs on the device). ``host``: that copy, when the
+    caller already made it (:func:`to_host`).
     """
-    # (B, k, 6) on the host, as a normal tensor (the rows are rescaled in place later): one copy
-    host = cands.detach().to("cpu") if cands.device.type != "cpu" else cands.detach().clone()
+    if host is None:
+        host = to_host(cands)
     out = []
     for b in range(host.shape[0]):
         c = host[b]
-        n = int((c[:, 4] > conf).sum())  # rows are sorted by score: the first n pass
-        d = c[:n]
+        keep_rows = c[:, 4] > conf  # a mask, not a count: NaN scores (ranked first by topk) drop out
+        n = int(keep_rows.sum())
+        d = c[keep_rows]  # still sorted by score
         if nms and n > 1:
             if n > HOST_NMS_MAX and cands.device.type != "cpu":
-                dev = cands[b, :n]
+                dev = cands[b][keep_rows.to(cands.device)]
                 keep = non_max_suppression(dev[:, :4], dev[:, 4], dev[:, 5].long(), iou=iou, max_det=max_det,
                                            agnostic=agnostic).cpu()
             else:
@@ -58,3 +70,8 @@ def select_detections(cands: Tensor, *, conf: float, iou: float, max_det: int, a
             d = d[keep]
         out.append(d[:max_det])
     return out
+
+
+def to_host(cands: Tensor) -> Tensor:
+    """The candidates on the host as a normal tensor (rows are rescaled in place later): one copy."""
+    return cands.detach().to("cpu") if cands.device.type != "cpu" else cands.detach().clone()

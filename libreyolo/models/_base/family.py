@@ -297,11 +297,13 @@ class Family:
         if half is None:
             half = dtype is not None and dtype != torch.float32
         twin = self.prepared(half=bool(half), fuse=fuse)
-        from .inference import channels_last, input_dtype
+        from .inference import channels_last, half_dtype, input_dtype
 
         fmt = torch.channels_last if channels_last(twin) else torch.contiguous_format
-        return twin.graphs.capture((batch, 3, *hw), input_dtype=input_dtype(twin), decoded=bool(twin.DECODE_TOPK),
-                                   memory_format=fmt)
+        # as predict: a twin that keeps fp32 weights for half=True runs under autocast
+        amp = half_dtype(self.device) if half and input_dtype(twin) == torch.float32 else None
+        return twin.graphs.capture((batch, 3, *hw), amp_dtype=amp, input_dtype=input_dtype(twin),
+                                   decoded=bool(twin.DECODE_TOPK), memory_format=fmt)
 
     def graph_info(self) -> dict[str, Any]:
         """Captured graphs (shape, dtype, device, replays, capture ms) and eager-fallback reasons.
@@ -385,6 +387,7 @@ class Family:
         """
         from ...training.trainer import train
 
+        self._drop_prepared()  # the inference twin (a copy of the network and its graphs) is rebuilt after
         return train(self, overrides)
 
     def val(self, **overrides: Any) -> dict[str, float]:

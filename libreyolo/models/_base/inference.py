@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import logging
 import operator
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,9 +68,14 @@ def prep_spec(model: Family, *, half: bool, fuse: bool) -> PrepSpec:
 class Fingerprint:
     """Cheap proof that a network's weights did not change since it was taken.
 
-    Holds the network's parameter and buffer tensors; stale when one of them was modified in
-    place (``Tensor._version`` moved) or when the module tree now holds different tensors at the
-    first or last parameter slot (replaced parameters).
+    Holds the network's floating parameter and buffer tensors; stale when one of them was
+    modified in place through autograd-visible ops (``Tensor._version`` moved: optimizer steps,
+    ``load_state_dict``, ``with torch.no_grad(): p.add_(...)``) or when the module tree now holds
+    different tensors at the first or last parameter slot (replaced parameters). Writes through
+    ``p.data`` bypass the version counter and a replaced parameter in the middle of the network is
+    not seen: after such edits call ``model.invalidate_graphs(reason)`` (or load the weights with
+    ``model.load_weights``), which drops the twin. Cost:
+    one pass over the tensors' version counters per call (tens of microseconds).
     """
 
     def __init__(self, net: nn.Module) -> None:
@@ -161,18 +167,36 @@ def channels_last(model: Family) -> bool:
 
 def cudnn_benchmark(device: torch.device) -> Any:
     """Context: cuDNN autotuning on for a prediction call (conv algorithms measured once per
-    shape and cached process-wide, so eager and captured calls pick the same algorithm)."""
+    shape and cached process-wide, so eager and captured calls pick the same algorithm).
+
+    ``torch.backends.cudnn.benchmark`` is process-wide: the first of any number of concurrent
+    prediction calls turns it on, the last one out restores the caller's value (a counter under a
+    lock), so threads predicting at once cannot leave it switched on for later training."""
     import contextlib
 
     if device.type != "cuda":
         return contextlib.nullcontext()
-    return _Benchmark()
+    return _BENCHMARK
 
 
 class _Benchmark:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.prev = False
+
     def __enter__(self) -> None:
-        self.prev = torch.backends.cudnn.benchmark
-        torch.backends.cudnn.benchmark = True
+        with self.lock:
+            if self.users == 0:
+                self.prev = torch.backends.cudnn.benchmark
+                torch.backends.cudnn.benchmark = True
+            self.users += 1
 
     def __exit__(self, *exc: Any) -> None:
-        torch.backends.cudnn.benchmark = self.prev
+        with self.lock:
+            self.users -= 1
+            if self.users == 0:
+                torch.backends.cudnn.benchmark = self.prev
+
+
+_BENCHMARK = _Benchmark()

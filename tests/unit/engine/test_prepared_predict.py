@@ -187,3 +187,44 @@ def test_detr_decode_then_threshold_equals_the_eager_postprocess():
     for a, b in zip(ref, got, strict=True):
         assert len(a) > 10
         assert torch.equal(a, b)
+
+
+def test_a_conf_so_low_that_topk_would_cut_falls_back_to_the_eager_postprocess():
+    m = _model()
+    with torch.no_grad():  # every anchor far above conf: 2100 anchors at 320x320 > DECODE_TOPK
+        for conv in m.net.head.cls:
+            conv[-1].bias.add_(8.0)
+    img = np.random.default_rng(1).integers(0, 255, (320, 320, 3), dtype=np.uint8)
+    raw = m.prepared().eager_forward(torch.rand(1, 3, 320, 320), decoded=True)
+    assert raw.shape[1] == m.DECODE_TOPK and float(raw[0, -1, 4]) > 0.001  # the top-k is full: truncation
+    got = m.predict(img, imgsz=320, conf=0.001, max_det=300)[0]
+    ref = m.predict(img, imgsz=320, conf=0.001, max_det=300, classes=list(range(m.nc)))[0]  # eager postprocess
+    assert len(got) > 0 and got.boxes.data.shape == ref.boxes.data.shape
+    torch.testing.assert_close(got.boxes.data, ref.boxes.data, rtol=1e-5, atol=1e-3)
+
+
+def test_select_drops_nan_scores_and_keeps_the_valid_rows():
+    c = torch.tensor([[[0, 0, 10, 10, float("nan"), 0], [0, 0, 10, 10, 0.9, 1], [20, 20, 30, 30, 0.8, 1],
+                       [0, 0, 1, 1, 0.1, 0]]])
+    (d,) = select_detections(c, conf=0.5, iou=0.5, max_det=10, agnostic=False)
+    assert d[:, 4].tolist() == pytest.approx([0.9, 0.8])
+
+
+def test_cudnn_benchmark_flag_is_restored_after_nested_and_concurrent_calls():
+    from libreyolo.models._base.inference import _BENCHMARK
+
+    before = torch.backends.cudnn.benchmark
+    with _BENCHMARK:
+        with _BENCHMARK:
+            assert torch.backends.cudnn.benchmark is True
+        assert torch.backends.cudnn.benchmark is True  # the outer call still runs
+    assert torch.backends.cudnn.benchmark == before
+
+
+def test_staging_buffers_are_keyed_by_device_and_size():
+    from libreyolo.engine.predictor import Staging
+
+    st = Staging()
+    a = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+    out = st.upload(a, torch.device("cpu"))
+    assert torch.equal(out, torch.from_numpy(a)) and not st._bufs  # CPU: no pinned staging

@@ -125,3 +125,15 @@ def test_exported_classifier_predicts_through_onnxruntime(tmp_path) -> None:
     assert b.probs is not None and b.boxes is None
     assert a.probs.top1 == b.probs.top1
     assert torch.allclose(a.probs.data, b.probs.data, atol=1e-4)
+
+
+def test_fixed_shape_export_predicts_a_non_square_image(tmp_path) -> None:
+    import numpy as np
+
+    torch.manual_seed(0)
+    model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=2)
+    path = model.export(format="onnx", imgsz=96, file=str(tmp_path / "f.onnx"))  # dynamic=False
+    loaded = LibreYOLO(str(path))
+    img = np.zeros((108, 192, 3), np.uint8)  # would letterbox to 64x96 with rect=True
+    (r,) = loaded.predict(img, imgsz=96)
+    assert r.orig_shape == (108, 192)
