@@ -65,17 +65,10 @@ def sync(device: torch.device) -> None:
 
 
 def time_calls(fn: Any, *, device: torch.device, warmup: int, iters: int) -> dict[str, Any]:
-    for _ in range(warmup):
-        fn()
-    sync(device)
-    samples = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        samples.append((time.perf_counter() - t0) * 1e3)
-    s = sorted(samples)
-    return {"median_ms": statistics.median(s), "min_ms": s[0], "p90_ms": s[int(0.9 * (len(s) - 1))], "n": len(s)}
+    """Median wall time per call, synchronised after each (``libreyolo.bench.timing.time_wall``)."""
+    from libreyolo.bench import timing
+
+    return timing.time_wall(fn, device=device, iters=iters, warmup=warmup)
 
 
 # --------------------------------------------------------------------------- Ultralytics

@@ -292,14 +292,20 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
         for it, det, p in zip(items, dets, params, strict=True):
             det[:, :4] = scale_boxes(det[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.image.shape[:2])
         clock.on_host()
-        out = [Results(orig_img=it.orig, path=it.path, names=model.names, boxes=det, frame=it.frame)
-               for it, det in zip(items, dets, strict=True)]
-        speed = clock.speed(len(items))
-        for r in out:
-            r.speed = speed
-            saver(r)
-            yield r
+        yield from _emit(model, items, clock, saver, boxes=dets)
     _report_skipped(batches)
+
+
+def _emit(model: Any, items: list[Any], clock: CallClock, saver: _Saver, **field: list[Tensor]) -> Iterator[Results]:
+    """Build one batch's Results (``boxes=`` or ``probs=``), stamp the batch's speed, save, yield."""
+    ((name, values),) = field.items()
+    out = [Results(orig_img=it.orig, path=it.path, names=model.names, frame=it.frame, **{name: v})
+           for it, v in zip(items, values, strict=True)]
+    speed = clock.speed(len(items))
+    for r in out:
+        r.speed = speed
+        saver(r)
+        yield r
 
 
 _TRUNCATION_NOTED: set[str] = set()
@@ -369,10 +375,4 @@ def _predict_probs(model: Family, twin: Any, amp: torch.dtype | None, batches: A
         probs = _to_host(twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None,
                                           max_det=opts.max_det, agnostic=False))
         clock.on_host()
-        out = [Results(orig_img=it.orig, path=it.path, names=model.names, probs=p, frame=it.frame)
-               for it, p in zip(items, probs, strict=True)]
-        speed = clock.speed(len(items))
-        for r in out:
-            r.speed = speed
-            saver(r)
-            yield r
+        yield from _emit(model, items, clock, saver, probs=probs)

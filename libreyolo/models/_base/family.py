@@ -160,6 +160,14 @@ class Family:
             cache[key] = build()
         return cache[key]
 
+    def _per_level(self, name: str, feats: list[Tensor], build: Any) -> Any:
+        """``build(feature shapes, net.strides, device=...)`` (an anchor or grid table of a dense
+        head), memoised per feature shapes and device through :meth:`_cached`."""
+        shapes = tuple(tuple(int(v) for v in f.shape[2:]) for f in feats)
+        device = feats[0].device
+        strides = tuple(int(s) for s in self.net.strides)
+        return self._cached((name, shapes, str(device)), lambda: build(list(shapes), strides, device=device))
+
     # ------------------------------------------------------------------ device / state
     @property
     def device(self) -> torch.device:

@@ -50,11 +50,7 @@ class RTMDet(Family):
         from .postprocess import decode, grid_points
 
         feats = list(raw)
-        shapes = tuple(tuple(int(v) for v in f.shape[2:]) for f in feats)
-        dev = feats[0].device
-        grid = self._cached(("grid", shapes, str(dev)), lambda: grid_points(
-            list(shapes), tuple(int(s) for s in self.net.strides), device=dev))
-        return decode(feats, net=self.net, k=self.DECODE_TOPK, grid=grid)
+        return decode(feats, net=self.net, k=self.DECODE_TOPK, grid=self._per_level("grid", feats, grid_points))
 
     def build_criterion(self) -> Any:
         from .loss import RTMDetLoss

@@ -38,18 +38,11 @@ class YOLO9(Family):
                            agnostic=agnostic)
 
     def decode(self, raw: Any) -> Tensor:
+        from ...ops.anchors import make_anchors
         from .postprocess import decode
 
         feats = list(raw)
-        return decode(feats, net=self.net, k=self.DECODE_TOPK, anchors=self._anchors(feats))
-
-    def _anchors(self, feats: list[Tensor]) -> tuple[Tensor, Tensor]:
-        from ...ops.anchors import make_anchors
-
-        shapes = tuple(tuple(int(v) for v in f.shape[2:]) for f in feats)
-        device = feats[0].device
-        return self._cached(("anchors", shapes, str(device)),
-                            lambda: make_anchors(list(shapes), tuple(self.net.strides), device=device))
+        return decode(feats, net=self.net, k=self.DECODE_TOPK, anchors=self._per_level("anchors", feats, make_anchors))
 
     def build_criterion(self) -> Any:
         from .loss import YOLO9Loss

@@ -72,11 +72,7 @@ class YOLOX(Family):
         from .postprocess import decode, make_grid
 
         feats = list(raw)
-        shapes = tuple(tuple(int(v) for v in f.shape[2:]) for f in feats)
-        dev = feats[0].device
-        grid = self._cached(("grid", shapes, str(dev)), lambda: make_grid(
-            list(shapes), tuple(int(s) for s in self.net.strides), device=dev))
-        return decode(feats, net=self.net, k=self.DECODE_TOPK, grid=grid)
+        return decode(feats, net=self.net, k=self.DECODE_TOPK, grid=self._per_level("grid", feats, make_grid))
 
     def build_criterion(self) -> Any:
         from .loss import YOLOXLoss
