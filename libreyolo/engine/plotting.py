@@ -58,6 +58,7 @@ def draw_detections(
     labels: bool = True,
     line_width: int | None = None,
     order_by: np.ndarray | None = None,
+    ids: np.ndarray | None = None,
 ) -> np.ndarray:
     """Draw boxes and labels on a copy of ``image``, least confident first (the most confident on top).
 
@@ -72,6 +73,8 @@ def draw_detections(
         line_width: box outline thickness in pixels; ``None`` scales with the image.
         order_by (np.ndarray[N] | None): draw in ascending order of these scores (the last drawn
             wins where labels overlap); defaults to ``conf``, else the given order.
+        ids (np.ndarray[N] | None): track ids; when given, each box is coloured by its id (so a
+            track keeps its colour across frames) and its label starts with ``id:<n>``.
 
     Returns:
         np.ndarray[H, W, 3], uint8: the annotated BGR image.
@@ -93,7 +96,7 @@ def draw_detections(
     order = np.argsort(np.asarray(scores, dtype=np.float64), kind="stable") if scores is not None else range(len(xyxy))
     for i in order:
         c = int(cls[i])
-        color = class_color_bgr(c)
+        color = class_color_bgr(int(ids[i]) if ids is not None else c)
         x1, y1, x2, y2 = (int(round(float(v))) for v in xyxy[i])
         x1, x2 = max(0, min(x1, w - 1)), max(0, min(x2, w - 1))
         y1, y2 = max(0, min(y1, h - 1)), max(0, min(y2, h - 1))
@@ -101,6 +104,8 @@ def draw_detections(
         if not labels:
             continue
         text = names.get(c, str(c))
+        if ids is not None:
+            text = f"id:{int(ids[i])} {text}"
         if conf is not None:
             text = f"{text} {float(conf[i]):.2f}"
         (tw, th), baseline = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, font_thickness)

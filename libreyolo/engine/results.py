@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
+from .boxes import Boxes, Probs
 
 logger = logging.getLogger(__name__)
 
@@ -42,192 +42,6 @@ WRITABLE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 # file types a user may ask for that save() cannot write (anything else names a directory)
 _UNWRITABLE_SUFFIXES = frozenset({".gif", ".svg", ".heic", ".heif", ".avif", ".ico", ".jp2", ".pdf", ".eps",
                                   ".mp4", ".avi", ".mov", ".mkv", ".webm", ".json", ".txt"})
-
-
-class Boxes:
-    """Detections of one image.
-
-    Args:
-        data (Tensor[N, 6] | np.ndarray[N, 6]): x1, y1, x2, y2, conf, cls; a single row (6,) is
-            treated as N = 1.
-        orig_shape: (h, w) of the image the pixel coordinates refer to.
-
-    Properties return tensors, or numpy arrays after :meth:`numpy`.
-    """
-
-    def __init__(self, data: Tensor | np.ndarray, orig_shape: tuple[int, int], *, as_numpy: bool = False) -> None:
-        if isinstance(data, np.ndarray):
-            data = torch.from_numpy(data)
-            as_numpy = True
-        if not isinstance(data, Tensor):
-            raise ConfigError(f"boxes must be a Tensor[N, 6] or an array, got {type(data).__name__}")
-        if data.ndim == 1:
-            data = data[None]
-        if data.ndim != 2 or data.shape[1] != 6:
-            raise ConfigError(f"boxes must have shape (N, 6) = x1, y1, x2, y2, conf, cls; got {tuple(data.shape)}")
-        self._data = data
-        self.orig_shape = (int(orig_shape[0]), int(orig_shape[1]))
-        self._as_numpy = as_numpy
-
-    def _out(self, t: Tensor) -> Any:
-        return t.numpy() if self._as_numpy else t
-
-    def _scale(self) -> Tensor:
-        h, w = self.orig_shape
-        return torch.tensor([w, h, w, h], dtype=self._data.dtype, device=self._data.device)
-
-    @property
-    def data(self) -> Any:
-        """(N, 6): x1, y1, x2, y2, conf, cls."""
-        return self._out(self._data)
-
-    @property
-    def xyxy(self) -> Any:
-        """(N, 4) corners in pixels."""
-        return self._out(self._data[:, :4])
-
-    @property
-    def conf(self) -> Any:
-        """(N,) confidences."""
-        return self._out(self._data[:, 4])
-
-    @property
-    def cls(self) -> Any:
-        """(N,) class ids (float; use ``.long()`` / ``.astype(int)`` for indices)."""
-        return self._out(self._data[:, 5])
-
-    @property
-    def xywh(self) -> Any:
-        """(N, 4) centre x, centre y, width, height in pixels."""
-        from ..ops.boxes import xyxy_to_xywh
-
-        return self._out(xyxy_to_xywh(self._data[:, :4]))
-
-    @property
-    def xyxyn(self) -> Any:
-        """(N, 4) corners divided by image width/height (0..1)."""
-        return self._out(self._data[:, :4] / self._scale())
-
-    @property
-    def xywhn(self) -> Any:
-        """(N, 4) centre and size divided by image width/height (0..1)."""
-        from ..ops.boxes import xyxy_to_xywh
-
-        return self._out(xyxy_to_xywh(self._data[:, :4]) / self._scale())
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self._data.shape)
-
-    def __len__(self) -> int:
-        return int(self._data.shape[0])
-
-    def __getitem__(self, idx: Any) -> Boxes:
-        if isinstance(idx, int) and not isinstance(idx, bool):
-            n = len(self)
-            if not -n <= idx < n:
-                raise IndexError(f"box index {idx} out of range for {n} boxes")
-            idx = idx % n
-            idx = slice(idx, idx + 1)  # keep (1, 6): properties stay 2-D
-        if isinstance(idx, np.ndarray):
-            idx = torch.from_numpy(idx)
-        return Boxes(self._data[idx], self.orig_shape, as_numpy=self._as_numpy)
-
-    def __iter__(self) -> Iterator[Boxes]:
-        return (self[i] for i in range(len(self)))
-
-    def cpu(self) -> Boxes:
-        return Boxes(self._data.cpu(), self.orig_shape, as_numpy=self._as_numpy)
-
-    def to(self, device: str | torch.device) -> Boxes:
-        return Boxes(self._data.to(device), self.orig_shape, as_numpy=self._as_numpy)
-
-    def numpy(self) -> Boxes:
-        """The same boxes, with every property returning numpy arrays."""
-        return Boxes(self._data.detach().cpu(), self.orig_shape, as_numpy=True)
-
-    def tolist(self) -> list[list[float]]:
-        return self._data.tolist()
-
-    def __repr__(self) -> str:
-        return f"Boxes(n={len(self)}, orig_shape={self.orig_shape}, data={self._data!r})"
-
-
-class Probs:
-    """Class probabilities of one image (classification).
-
-    Args:
-        data (Tensor[nc] | np.ndarray[nc]): probabilities (softmax output), float.
-
-    ``top1`` (int), ``top5`` (list[int], best first, fewer when nc < 5), ``top1conf`` (Tensor
-    scalar), ``top5conf`` (Tensor[k]); ``data`` as given (numpy after :meth:`numpy`).
-
-    Example:
-        >>> p = Probs(torch.tensor([0.1, 0.6, 0.3]))
-        >>> p.top1, p.top5, round(float(p.top1conf), 2)
-        (1, [1, 2, 0], 0.6)
-    """
-
-    def __init__(self, data: Tensor | np.ndarray, *, as_numpy: bool = False) -> None:
-        if isinstance(data, np.ndarray):
-            data = torch.from_numpy(data)
-            as_numpy = True
-        if not isinstance(data, Tensor) or data.ndim != 1 or data.numel() == 0:
-            shape = tuple(getattr(data, "shape", ()))
-            raise ConfigError(f"probs must be a 1-D Tensor[nc] of class probabilities, got "
-                              f"{type(data).__name__} {shape}")
-        self._data = data
-        self._as_numpy = as_numpy
-
-    def _out(self, t: Tensor) -> Any:
-        return t.numpy() if self._as_numpy else t
-
-    @property
-    def data(self) -> Any:
-        """(nc,) probabilities."""
-        return self._out(self._data)
-
-    @property
-    def top1(self) -> int:
-        """The most probable class id."""
-        return int(self._data.argmax())
-
-    @property
-    def top5(self) -> list[int]:
-        """The (up to) five most probable class ids, best first."""
-        return self._data.topk(min(5, self._data.numel())).indices.tolist()
-
-    @property
-    def top1conf(self) -> Any:
-        """Probability of :attr:`top1` (0-d)."""
-        return self._out(self._data.max())
-
-    @property
-    def top5conf(self) -> Any:
-        """Probabilities of :attr:`top5` (k,)."""
-        return self._out(self._data.topk(min(5, self._data.numel())).values)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self._data.shape)
-
-    def __len__(self) -> int:
-        return int(self._data.numel())
-
-    def cpu(self) -> Probs:
-        return Probs(self._data.cpu(), as_numpy=self._as_numpy)
-
-    def to(self, device: str | torch.device) -> Probs:
-        return Probs(self._data.to(device), as_numpy=self._as_numpy)
-
-    def numpy(self) -> Probs:
-        return Probs(self._data.detach().cpu(), as_numpy=True)
-
-    def tolist(self) -> list[float]:
-        return self._data.tolist()
-
-    def __repr__(self) -> str:
-        return f"Probs(nc={len(self)}, top1={self.top1}, top1conf={float(self._data.max()):.4f})"
 
 
 class Results:
@@ -238,7 +52,7 @@ class Results:
         path: the file it came from (``None`` for in-memory images).
         names: class id -> class name.
         boxes (Tensor[N, 6], float32, CPU): x1, y1, x2, y2, conf, cls in original-image pixels,
-            or ``None`` for a task without boxes.
+            or ``None`` for a task without boxes; a :class:`Boxes` (e.g. with track ids) is kept as is.
         probs (Tensor[nc], float32, CPU): class probabilities for classification, else ``None``.
         speed: milliseconds per image for ``preprocess``, ``inference``, ``postprocess``.
         frame: 0-based frame index for video frames, else ``None``.
@@ -250,8 +64,8 @@ class Results:
         orig_img: np.ndarray,
         path: str | None = None,
         names: dict[int, str],
-        boxes: Tensor | np.ndarray | None = None,
-        probs: Tensor | np.ndarray | None = None,
+        boxes: Tensor | np.ndarray | Boxes | None = None,
+        probs: Tensor | np.ndarray | Probs | None = None,
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -265,9 +79,31 @@ class Results:
         self.names = dict(names)
         self.frame = frame
         self.speed: dict[str, float] = dict(speed or {})
-        self.boxes: Boxes | None = Boxes(boxes, self.orig_shape) if boxes is not None else None
-        self.probs: Probs | None = Probs(probs) if probs is not None else None
+        self.boxes: Boxes | None = None
+        self.probs: Probs | None = None
+        self.update(boxes=boxes, probs=probs)
         self.save_path: Path | None = None  # the file the last save() wrote
+
+    def update(self, *, boxes: Tensor | np.ndarray | Boxes | None = None,
+               probs: Tensor | np.ndarray | Probs | None = None) -> Results:
+        """Replace the given fields in place (the others are kept) and return ``self``.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((8, 8, 3), np.uint8), names={0: "a"})
+            >>> len(r.update(boxes=torch.tensor([[0.0, 0.0, 4.0, 4.0, 0.9, 0.0]])))
+            1
+        """
+        if boxes is not None:
+            if isinstance(boxes, Boxes):
+                if boxes.orig_shape != self.orig_shape:
+                    raise ConfigError(f"boxes refer to an image of shape {boxes.orig_shape}, this result's "
+                                      f"image is {self.orig_shape}")
+                self.boxes = boxes
+            else:
+                self.boxes = Boxes(boxes, self.orig_shape)
+        if probs is not None:
+            self.probs = probs if isinstance(probs, Probs) else Probs(probs)
+        return self
 
     # ------------------------------------------------------------------ container
     def __len__(self) -> int:
@@ -277,16 +113,35 @@ class Results:
         """A Results holding only the selected detections, e.g. ``r[r.boxes.conf > 0.5]``."""
         if self.boxes is None:
             raise IndexError("this result has no detections to index")
-        return self._with(boxes=self.boxes[idx]._data)
+        return self._with(boxes=self.boxes[idx])
 
     def _with(self, **fields: Any) -> Results:
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
-            "frame": self.frame, "boxes": self.boxes._data if self.boxes is not None else None,
-            "probs": self.probs._data if self.probs is not None else None,
+            "frame": self.frame, "boxes": self.boxes, "probs": self.probs,
         }
         kwargs.update(fields)
         return Results(**kwargs)
+
+    def new(self) -> Results:
+        """A result for the same image (path, names, speed, frame) with no detections or probabilities."""
+        return Results(orig_img=self.orig_img, path=self.path, names=self.names, speed=self.speed,
+                       frame=self.frame)
+
+    def cpu(self) -> Results:
+        """A copy whose boxes/probs tensors are on the CPU (the image is shared)."""
+        return self._with(boxes=self.boxes.cpu() if self.boxes is not None else None,
+                          probs=self.probs.cpu() if self.probs is not None else None)
+
+    def numpy(self) -> Results:
+        """A copy whose ``boxes`` / ``probs`` properties return numpy arrays."""
+        return self._with(boxes=self.boxes.numpy() if self.boxes is not None else None,
+                          probs=self.probs.numpy() if self.probs is not None else None)
+
+    def to(self, device: str | torch.device) -> Results:
+        """A copy whose boxes/probs tensors are on ``device``."""
+        return self._with(boxes=self.boxes.to(device) if self.boxes is not None else None,
+                          probs=self.probs.to(device) if self.probs is not None else None)
 
     # ------------------------------------------------------------------ text
     def counts(self) -> dict[str, int]:
@@ -308,7 +163,8 @@ class Results:
         return ", ".join(f"{n} {_plural(name) if n != 1 else name}" for name, n in counts.items())
 
     def summary(self, *, normalize: bool = False, decimals: int = 5) -> list[dict[str, Any]]:
-        """One dict per detection: ``{name, class, confidence, box: {x1, y1, x2, y2}}``.
+        """One dict per detection: ``{name, class, confidence, box: {x1, y1, x2, y2}}``, plus
+        ``track_id`` (int) when the boxes come from a tracker.
 
         With ``normalize=True`` box coordinates are divided by the image width/height. For
         classification: one dict per top-5 class, ``{name, class, confidence}``, best first.
@@ -320,18 +176,40 @@ class Results:
                      "confidence": round(float(self.probs._data[c]), decimals)} for c in self.probs.top5]
         h, w = self.orig_shape
         out = []
-        for x1, y1, x2, y2, conf, cls in self.boxes._data.tolist():
+        ids = self.boxes._id.tolist() if self.boxes._id is not None else None
+        for i, (x1, y1, x2, y2, conf, cls) in enumerate(self.boxes._data.tolist()):
             if normalize:
                 x1, x2, y1, y2 = x1 / w, x2 / w, y1 / h, y2 / h
             c = int(cls)
-            out.append({
+            row: dict[str, Any] = {
                 "name": self.names.get(c, str(c)),
                 "class": c,
                 "confidence": round(conf, decimals),
                 "box": {"x1": round(x1, decimals), "y1": round(y1, decimals),
                         "x2": round(x2, decimals), "y2": round(y2, decimals)},
-            })
+            }
+            if ids is not None:
+                row["track_id"] = int(ids[i])
+            out.append(row)
         return out
+
+    def to_df(self, *, normalize: bool = False, decimals: int = 5) -> Any:
+        """:meth:`summary` as a ``pandas.DataFrame``, one row per detection (box columns flattened:
+        ``x1, y1, x2, y2``). Needs pandas (``pip install pandas``); :meth:`to_csv` does not."""
+        from .results_io import summary_to_df
+
+        return summary_to_df(self.summary(normalize=normalize, decimals=decimals))
+
+    def to_csv(self, path: str | Path | None = None, *, normalize: bool = False, decimals: int = 5) -> str:
+        """:meth:`summary` as CSV text with a header row (the columns of :meth:`to_df`), also
+        written to ``path`` when given. Works without pandas."""
+        from .results_io import summary_to_csv
+
+        text = summary_to_csv(self.summary(normalize=normalize, decimals=decimals))
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text, encoding="utf-8")
+        return text
 
     def to_json(self, *, normalize: bool = False, decimals: int = 5) -> str:
         """:meth:`summary` as a JSON string."""
@@ -350,7 +228,8 @@ class Results:
 
         BGR like ``orig_img``, so ``cv2.imwrite("out.jpg", r.plot())`` keeps the colours; use
         ``r.plot()[..., ::-1]`` for PIL / matplotlib. Detections are drawn least confident first,
-        so where labels overlap the most confident one is readable.
+        so where labels overlap the most confident one is readable. Tracked boxes
+        (:attr:`Boxes.is_track`) are coloured by track id and labelled ``id:<n> <name>``.
 
         Args:
             labels: draw class-name labels.
@@ -364,8 +243,10 @@ class Results:
         if self.boxes is None or len(self.boxes) == 0:
             return self.orig_img.copy()
         d = self.boxes._data.detach().cpu().float().numpy()
+        ids = self.boxes._id.detach().cpu().numpy() if self.boxes._id is not None else None
         return draw_detections(self.orig_img, xyxy=d[:, :4], cls=d[:, 5], conf=d[:, 4] if conf else None,
-                               names=self.names, labels=labels, line_width=line_width, order_by=d[:, 4])
+                               names=self.names, labels=labels, line_width=line_width, order_by=d[:, 4],
+                               ids=ids)
 
     def _plot_probs(self, *, conf: bool) -> np.ndarray:
         """The image with the top-5 classes written in its top-left corner, best first."""
@@ -384,17 +265,27 @@ class Results:
             y += tht + base + 6
         return img
 
-    def save(self, target: str | Path, *, labels: bool = True, conf: bool = True,
+    def save(self, target: str | Path | None = None, *, labels: bool = True, conf: bool = True,
              line_width: int | None = None) -> Path:
         """Write the annotated image and return the file written.
 
         ``target`` is a file (its suffix picks the format: .jpg, .png, .bmp, .webp, .tif) or a
         directory (created if needed); in a directory the file is named after the source
         (``bus.jpg``, ``clip_000012.jpg`` for frame 12 of ``clip.mp4``, ``image0.jpg`` for
-        in-memory images, numbered so that they never overwrite one another).
+        in-memory images, numbered so that they never overwrite one another). Without
+        ``target`` the file goes to the current directory as ``results_<name>`` (e.g.
+        ``results_bus.jpg``). The source image itself is never overwritten.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((8, 8, 3), np.uint8), path="bus.jpg", names={0: "a"})
+            >>> r.save().name  # doctest: +SKIP
+            'results_bus.jpg'
         """
         import cv2
 
+        if target is None:
+            default = self._file_in(Path.cwd())
+            target = default.with_name(f"results_{default.name}")
         target = Path(target)
         suffix = target.suffix.lower()
         if suffix in WRITABLE_SUFFIXES and not target.is_dir():
@@ -406,6 +297,8 @@ class Results:
             )
         else:  # a directory, even with a dot in its name (runs/exp.1)
             file = self._file_in(target)
+        if self.path is not None and _same_file(file, Path(self.path)):
+            raise ConfigError(f"save() would overwrite the source image '{self.path}'; pass another file or folder")
         file.parent.mkdir(parents=True, exist_ok=True)
         bgr = self.plot(labels=labels, conf=conf, line_width=line_width)  # BGR, what imencode expects
         params = [cv2.IMWRITE_JPEG_QUALITY, 95] if file.suffix.lower() in (".jpg", ".jpeg") else []
@@ -420,6 +313,38 @@ class Results:
         self.save_path = file
         return file
 
+    def save_txt(self, file: str | Path, *, save_conf: bool = False) -> Path:
+        """Write the detections as YOLO label lines ``cls xc yc w h [conf] [id]`` (normalised
+        0..1 centre/size; ``conf`` with ``save_conf=True``; the track id when tracked), one per
+        box, to ``file``; an empty file means no detections. For classification: ``prob cls``
+        lines of the top-5. Returns ``file``."""
+        from .results_io import label_lines
+
+        file = Path(file)
+        if self.path is not None and _same_file(file, Path(self.path)):
+            raise ConfigError(f"save_txt() would overwrite the source file '{self.path}'")
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text("".join(line + "\n" for line in label_lines(self, save_conf=save_conf)), encoding="utf-8")
+        return file
+
+    def crops(self) -> list[tuple[int, np.ndarray]]:
+        """(class id, BGR crop of ``orig_img``) per detection, boxes clipped to the image; empty
+        boxes (zero width or height after clipping) are left out."""
+        from .results_io import crop_boxes
+
+        return crop_boxes(self)
+
+    def save_crop(self, save_dir: str | Path, *, file_name: str | None = None) -> list[Path]:
+        """Write each detection's crop as ``save_dir/<class name>/<file_name>.jpg`` (``_2``,
+        ``_3``... when a name is taken; ``file_name`` defaults to the source stem or ``image``).
+        Returns the files written."""
+        from .results_io import write_crops
+
+        stem = file_name or (Path(self.path).stem if self.path is not None else "image")
+        if self.frame is not None and file_name is None:
+            stem = f"{stem}_{self.frame:06d}"
+        return write_crops(self, Path(save_dir), stem)
+
     def _file_in(self, folder: Path) -> Path:
         if self.path is not None:
             src = Path(self.path)
@@ -431,6 +356,13 @@ class Results:
         while (folder / f"image{i}.jpg").exists():
             i += 1
         return folder / f"image{i}.jpg"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
 
 
 def _plural(word: str) -> str:

@@ -1,0 +1,130 @@
+"""Tables, label files and crops of :class:`~libreyolo.engine.results.Results` (its ``to_df``,
+``to_csv``, ``save_txt`` and ``save_crop`` methods live here to keep ``results.py`` small).
+
+pandas is optional: only :func:`summary_to_df` imports it, when first called; CSV is written
+with the standard library.
+
+Example:
+    >>> summary_to_csv([{"name": "a", "class": 0, "confidence": 0.9,
+    ...                  "box": {"x1": 1, "y1": 2, "x2": 3, "y2": 4}}]).splitlines()
+    ['name,class,confidence,x1,y1,x2,y2', 'a,0,0.9,1,2,3,4']
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .results import Results
+
+_DETECT_COLUMNS = ("name", "class", "confidence", "x1", "y1", "x2", "y2")
+_TRACK_COLUMNS = ("track_id",)
+_PROBS_COLUMNS = ("name", "class", "confidence")
+
+
+def _flat_rows(summary: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Flatten ``box`` into x1..y2 and pick the column order (detect / tracked / classify)."""
+    rows = []
+    for row in summary:
+        flat = {k: v for k, v in row.items() if k != "box"}
+        flat.update(row.get("box", {}))
+        rows.append(flat)
+    if summary and "box" not in summary[0]:
+        return list(_PROBS_COLUMNS), rows
+    columns = list(_DETECT_COLUMNS)
+    if summary and "track_id" in summary[0]:
+        columns += list(_TRACK_COLUMNS)
+    return columns, rows
+
+
+def summary_to_df(summary: list[dict[str, Any]]) -> Any:
+    """``Results.summary()`` rows -> ``pandas.DataFrame`` (columns as :func:`summary_to_csv`)."""
+    try:
+        import pandas as pd
+    except ImportError as e:
+        raise ConfigError("Results.to_df() needs pandas, which is not installed; `pip install pandas`, "
+                          "or use Results.to_csv() / summary(), which do not need it") from e
+    columns, rows = _flat_rows(summary)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def summary_to_csv(summary: list[dict[str, Any]]) -> str:
+    """``Results.summary()`` rows -> CSV text with a header (``name,class,confidence,x1,y1,x2,y2``
+    plus ``track_id`` when tracked; ``name,class,confidence`` for classification)."""
+    columns, rows = _flat_rows(summary)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def label_lines(r: Results, *, save_conf: bool) -> list[str]:
+    """YOLO label lines of a result: ``cls xc yc w h [conf] [track id]`` (normalised), or
+    ``prob cls`` for the top-5 of a classification."""
+    if r.boxes is None:
+        if r.probs is None:
+            return []
+        return [f"{float(r.probs._data[c]):.6g} {c}" for c in r.probs.top5]
+    from ..ops.boxes import xyxy_to_xywh
+
+    data = r.boxes._data.detach().cpu().float()
+    h, w = r.orig_shape
+    xywhn = (xyxy_to_xywh(data[:, :4]) / data.new_tensor([w, h, w, h])).clamp_(0.0, 1.0).tolist()
+    ids = r.boxes._id.tolist() if r.boxes._id is not None else None
+    lines = []
+    for i, ((xc, yc, bw, bh), conf, cls) in enumerate(zip(xywhn, data[:, 4].tolist(), data[:, 5].tolist(),
+                                                           strict=True)):
+        line = f"{int(cls)} {xc:.6g} {yc:.6g} {bw:.6g} {bh:.6g}"
+        if save_conf:
+            line += f" {conf:.6g}"
+        if ids is not None:
+            line += f" {int(ids[i])}"
+        lines.append(line)
+    return lines
+
+
+def crop_boxes(r: Results) -> list[tuple[int, np.ndarray]]:
+    """(class id, BGR crop (h, w, 3) copied from ``orig_img``) per detection with a non-empty box."""
+    if r.boxes is None:
+        return []
+    h, w = r.orig_shape
+    out = []
+    for x1, y1, x2, y2, _conf, cls in r.boxes._data.detach().cpu().tolist():
+        xa, ya = max(0, int(np.floor(x1))), max(0, int(np.floor(y1)))
+        xb, yb = min(w, int(np.ceil(x2))), min(h, int(np.ceil(y2)))
+        if xb > xa and yb > ya:
+            out.append((int(cls), np.ascontiguousarray(r.orig_img[ya:yb, xa:xb])))
+    return out
+
+
+def write_crops(r: Results, save_dir: Path, stem: str) -> list[Path]:
+    """Write :func:`crop_boxes` as ``save_dir/<class name>/<stem>[_k].jpg``; returns the files."""
+    import cv2
+
+    written = []
+    for cls, crop in crop_boxes(r):
+        folder = save_dir / _safe(r.names.get(cls, str(cls)))
+        folder.mkdir(parents=True, exist_ok=True)
+        file, k = folder / f"{stem}.jpg", 1
+        while file.exists() or file in written:
+            k += 1
+            file = folder / f"{stem}_{k}.jpg"
+        ok, buf = cv2.imencode(".jpg", crop, [cv2.IMWRITE_JPEG_QUALITY, 95])
+        if not ok:
+            raise ConfigError(f"OpenCV could not encode the crop for '{file}'")
+        buf.tofile(str(file))
+        written.append(file)
+    return written
+
+
+def _safe(name: str) -> str:
+    """A class name usable as a folder name (path separators replaced)."""
+    return "".join("_" if ch in '/\\:*?"<>|' else ch for ch in name).strip() or "_"
