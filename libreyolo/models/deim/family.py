@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from .._base.detr import EncoderDecoderFamily
+from .._detr.family import EncoderDecoderFamily
 
 
 class DEIM(EncoderDecoderFamily):
@@ -28,7 +28,7 @@ class DEIM(EncoderDecoderFamily):
 
     # Reference recipe (DEIM-D-FINE-S: AdamW lr 2.5e-4, weight decay 1.25e-4), fp32, and dense
     # O2O through mosaic (DEIM's mosaic probability 0.5 in the early epochs, plus mixup 0.5,
-    # which the trainer has no key for: see layers/deim_losses.dense_o2o_mosaic).
+    # which the trainer has no key for: see models/_detr/deim_losses.dense_o2o_mosaic).
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
         "optimizer": "AdamW", "lr0": 2.5e-4, "momentum": 0.9, "weight_decay": 1.25e-4, "mosaic": 0.5, "amp": False,
     }

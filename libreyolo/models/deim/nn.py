@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ...layers.dfine_net import DFineDetector
+from .._detr.dfine_net import DFineDetector
 from .variants import VARIANTS
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...layers.dfine_net import DFineNetConfig
+from .._detr.dfine_net import DFineNetConfig
 
 
 @dataclass(frozen=True, kw_only=True)

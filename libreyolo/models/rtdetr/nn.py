@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ...layers.detr_net import EncoderDecoderDetector
+from .._detr.net import EncoderDecoderDetector
 from .variants import VARIANTS
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...layers.detr_net import DETRNetConfig
+from .._detr.net import DETRNetConfig
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from .._base.detr import EncoderDecoderFamily
+from .._detr.family import EncoderDecoderFamily
 
 
 class RTDETRv2(EncoderDecoderFamily):

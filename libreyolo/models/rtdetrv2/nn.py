@@ -7,7 +7,7 @@ import dataclasses
 from typing import Literal
 
 from ...errors import ConfigError
-from ...layers.detr_net import EncoderDecoderDetector
+from .._detr.net import EncoderDecoderDetector
 from .variants import VARIANTS
 
 

@@ -11,10 +11,10 @@ import torch
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.graphs.seam import run_eager
 from libreyolo.kernels import registry as kernels
-from libreyolo.layers.deim_losses import dense_o2o_mosaic, mal_loss
-from libreyolo.layers.dfine_losses import union_matching
-from libreyolo.layers.dfine_net import DFineDetector
-from libreyolo.layers.fdr import (
+from libreyolo.models._detr.deim_losses import dense_o2o_mosaic, mal_loss
+from libreyolo.models._detr.dfine_losses import union_matching
+from libreyolo.models._detr.dfine_net import DFineDetector
+from libreyolo.models._detr.fdr import (
     box_to_distance,
     distance_to_box,
     distribution_integral,

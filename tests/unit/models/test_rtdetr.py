@@ -10,7 +10,7 @@ from libreyolo.errors import ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.graphs.seam import run_eager
 from libreyolo.kernels import registry as kernels
-from libreyolo.layers.detr_net import DETRNetConfig, EncoderDecoderDetector
+from libreyolo.models._detr.net import DETRNetConfig, EncoderDecoderDetector
 from libreyolo.models.rtdetr.family import RTDETR
 from libreyolo.models.rtdetr.variants import VARIANTS as V1
 from libreyolo.models.rtdetrv2.family import RTDETRv2

@@ -27,11 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ...layers.msda import MSDeformAttn
+from .common import MLP, PosAttention, inverse_sigmoid
+from .decoder import make_anchors
 from .denoising import DenoisingGroup, build_denoising_group
-from .detr_common import MLP, PosAttention, inverse_sigmoid
-from .detr_decoder import make_anchors
 from .fdr import LocalizationQuality, distance_to_box, distribution_integral, weighting_function
-from .msda import MSDeformAttn
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,7 +166,7 @@ class DFineDecoder(nn.Module):
 
     def make_denoising(self, labels: list[Tensor], boxes: list[Tensor], *, num_queries: int,
                        max_gt_cap: int | None = None) -> DenoisingGroup | None:
-        """Denoising queries (see :meth:`DETRDecoder.make_denoising <libreyolo.layers.detr_decoder.DETRDecoder.make_denoising>`)."""
+        """Denoising queries (see :meth:`DETRDecoder.make_denoising <libreyolo.models._detr.decoder.DETRDecoder.make_denoising>`)."""
         if self.denoising_class_embed is None:
             return None
         return build_denoising_group(labels, boxes, nc=self.nc, num_queries=num_queries,

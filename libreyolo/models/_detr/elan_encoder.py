@@ -1,6 +1,6 @@
 """D-FINE hybrid encoder: RT-DETR's AIFI + a CCFF neck built from GELAN blocks.
 
-Differences from :class:`~libreyolo.layers.hybrid_encoder.HybridEncoder` (per the D-FINE
+Differences from :class:`~libreyolo.models._detr.hybrid_encoder.HybridEncoder` (per the D-FINE
 reference): the fusion blocks are :class:`RepNCSPELAN` (an ELAN split whose two branches are
 a RepVGG CSP block followed by a 3x3 conv), the bottom-up downsampling is :class:`SCDown`
 (1x1 conv, then depthwise 3x3 stride 2; no activation), the lateral 1x1 convs have no
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ..errors import ConfigError
-from .detr_common import conv_norm
+from ...errors import ConfigError
+from .common import conv_norm
 from .hybrid_encoder import AIFILayer, HybridEncoder, RepC3
 
 

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .detr_common import PosAttention, conv_norm, rep_vgg, sincos_2d
+from .common import PosAttention, conv_norm, rep_vgg, sincos_2d
 
 
 class AIFILayer(nn.Module):

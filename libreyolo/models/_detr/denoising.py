@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..ops.boxes import xywh_to_xyxy, xyxy_to_xywh
-from .detr_common import inverse_sigmoid
+from ...ops.boxes import xywh_to_xyxy, xyxy_to_xywh
+from .common import inverse_sigmoid
 
 logger = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError
-from ..ops.boxes import xywh_to_xyxy
-from .detr_common import generalized_box_iou
+from ...errors import ConfigError
+from ...ops.boxes import xywh_to_xyxy
+from .common import generalized_box_iou
 
 
 def linear_sum_assignment(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

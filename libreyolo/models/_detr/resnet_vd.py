@@ -22,8 +22,8 @@ from typing import ClassVar
 import torch  # noqa: F401 - used by the doctest
 from torch import Tensor, nn
 
-from ..errors import ConfigError
-from .detr_common import conv_norm
+from ...errors import ConfigError
+from .common import conv_norm
 
 DEPTHS: dict[int, tuple[int, int, int, int]] = {
     18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3),

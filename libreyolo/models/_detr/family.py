@@ -1,6 +1,6 @@
 """Shared glue of encoder-decoder (DETR-style) detection families.
 
-The network classes live in ``libreyolo/layers/detr_net.py``; this base class holds what the
+The network classes live in ``libreyolo/models/_detr/net.py``; this base class holds what the
 families built on them share: the seam (SPEC G-9), the top-k postprocess (no NMS) and the class
 declarations. Capability flags stay ``False`` here: each family sets its own from its parity rows.
 """
@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ...errors import ConfigError
 from ...graphs.seam import Stage
-from .family import Family
+from .._base.family import Family
 
 DECODER_EAGER_REASON = ("in training the decoder's token count follows the largest ground-truth count of the "
                         "batch (denoising queries) and the Hungarian criterion syncs with the host")
@@ -53,7 +53,7 @@ class EncoderDecoderFamily(Family):
         """raw = (logits Tensor[B, Q, nc], boxes Tensor[B, Q, 4] xyxy input pixels) -> per image
         Tensor[n, 6] (x1, y1, x2, y2, score, cls) float32 by decreasing score: the top
         ``min(max_det, Q)`` (query, class) pairs by sigmoid score, then ``conf``."""
-        from ...layers.detr_net import topk_detections
+        from .net import topk_detections
 
         nc = self.nc
         if not isinstance(raw, (tuple, list)) or len(raw) != 2 or raw[0].dim() != 3 or raw[0].shape[-1] != nc:

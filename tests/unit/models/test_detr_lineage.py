@@ -11,14 +11,14 @@ import torch
 
 from libreyolo.kernels import registry
 from libreyolo.kernels.attention import MS_DEFORM_ATTN
-from libreyolo.layers.denoising import build_denoising_group
-from libreyolo.layers.detr_common import PosAttention, aligned_giou, generalized_box_iou, sincos_2d
-from libreyolo.layers.detr_decoder import DETRDecoder
-from libreyolo.layers.detr_losses import DETRCriterion
-from libreyolo.layers.hungarian import HungarianMatcher, linear_sum_assignment
-from libreyolo.layers.hybrid_encoder import HybridEncoder
 from libreyolo.layers.msda import ms_deform_attn_portable
-from libreyolo.layers.resnet_vd import ResNetVd
+from libreyolo.models._detr.common import PosAttention, aligned_giou, generalized_box_iou, sincos_2d
+from libreyolo.models._detr.decoder import DETRDecoder
+from libreyolo.models._detr.denoising import build_denoising_group
+from libreyolo.models._detr.hungarian import HungarianMatcher, linear_sum_assignment
+from libreyolo.models._detr.hybrid_encoder import HybridEncoder
+from libreyolo.models._detr.losses import DETRCriterion
+from libreyolo.models._detr.resnet_vd import ResNetVd
 from libreyolo.ops.boxes import xywh_to_xyxy
 
 

@@ -2,7 +2,7 @@
 
 Per the RT-DETR reference criterion: every decoder layer's output (auxiliary losses), the
 selected encoder tokens and every decoder layer's denoising queries are scored separately and
-summed. Matching: Hungarian (:class:`~libreyolo.layers.hungarian.HungarianMatcher`) for the
+summed. Matching: Hungarian (:class:`~libreyolo.models._detr.hungarian.HungarianMatcher`) for the
 decoder layers and the encoder tokens; fixed (each positive denoising query reconstructs its
 own ground truth) for denoising. Each term is normalised by the number of ground-truth boxes in
 the batch (at least 1; times the group count for denoising).
@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.boxes import xywh_to_xyxy
-from .detr_common import aligned_giou
-from .detr_decoder import DecoderTrainOutput
+from ...ops.boxes import xywh_to_xyxy
+from .common import aligned_giou
+from .decoder import DecoderTrainOutput
 from .hungarian import HungarianMatcher
 
 Pairs = list[tuple[Tensor, Tensor]]  # per image (pred_idx, gt_idx)
@@ -128,7 +128,7 @@ def split_targets(batch: dict[str, Tensor], *, batch_size: int, device: torch.de
 
 
 class DETRTrainLoss:
-    """Training criterion for :class:`~libreyolo.layers.detr_net.EncoderDecoderDetector`.
+    """Training criterion for :class:`~libreyolo.models._detr.net.EncoderDecoderDetector`.
 
     ``criterion(preds, batch) -> (loss, items)`` where ``preds`` is the train-mode network
     output (the encoder maps, see :mod:`.detr_net`). It builds the denoising queries from the
@@ -150,7 +150,7 @@ class DETRTrainLoss:
 
     def decoder_outputs(self, preds: Sequence[Tensor], labels: list[Tensor], boxes: list[Tensor]) -> DecoderTrainOutput:
         """Run the decoder (train mode) on the encoder maps with denoising queries."""
-        from ..errors import ConfigError
+        from ...errors import ConfigError
 
         decoder = self.net.decoder
         if not decoder.training:

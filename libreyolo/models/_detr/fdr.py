@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ops.boxes import xyxy_to_xywh
-from .detr_common import MLP
+from ...ops.boxes import xyxy_to_xywh
+from .common import MLP
 
 
 def weighting_function(reg_max: int, up: float, reg_scale: float, *, device: torch.device | None = None,

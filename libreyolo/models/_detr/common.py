@@ -20,10 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
-from ..kernels.attention import use_sdpa
-from .attention import attention_equation
-from .conv import ConvBNAct, RepConvN
+from ...errors import ConfigError
+from ...kernels.attention import use_sdpa
+from ...layers.attention import attention_equation
+from ...layers.conv import ConvBNAct, RepConvN
 
 BN_EPS = 1e-5
 BN_MOMENTUM = 0.1

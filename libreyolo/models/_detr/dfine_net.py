@@ -1,6 +1,6 @@
 """The D-FINE detector (also DEIM's network): HGNetv2 -> GELAN hybrid encoder -> FDR decoder.
 
-Forward contract, identical to :class:`~libreyolo.layers.detr_net.EncoderDecoderDetector` so the
+Forward contract, identical to :class:`~libreyolo.models._detr.net.EncoderDecoderDetector` so the
 shared family glue (seam, top-k postprocess, export) applies unchanged:
 
 * eval: ``net(x)`` = ``net.decode(net.encode(x))`` -> (logits Tensor[B, Q, nc], boxes
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .conv import fuse_modules
-from .detr_net import EncoderTrunk
+from ...layers.conv import fuse_modules
 from .dfine_decoder import DFineDecoder
 from .elan_encoder import ELANHybridEncoder
 from .hgnetv2 import HGNetv2
+from .net import EncoderTrunk
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,9 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ...layers.msda import MSDeformAttn
+from .common import MLP, PosAttention, inverse_sigmoid
 from .denoising import DenoisingGroup, build_denoising_group
-from .detr_common import MLP, PosAttention, inverse_sigmoid
-from .msda import MSDeformAttn
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
-from .conv import ConvBNAct
+from ...errors import ConfigError
+from ...layers.conv import ConvBNAct
 
 
 @dataclass(frozen=True, kw_only=True)

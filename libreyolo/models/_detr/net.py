@@ -24,8 +24,8 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from .conv import fuse_modules
-from .detr_decoder import DETRDecoder
+from ...layers.conv import fuse_modules
+from .decoder import DETRDecoder
 from .hybrid_encoder import HybridEncoder
 from .resnet_vd import ResNetVd
 

@@ -8,7 +8,7 @@ VFL alpha 0.75, gamma 2; matcher costs class 2, L1 5, GIoU 2 with focal alpha 0.
   every query that any of these matched its most frequent ground truth; box (L1, GIoU) and
   localisation (FGL, DDF) losses use the union, classification uses each output's own matching.
 * Classification: VFL (IoU-valued BCE target, ``alpha * p^gamma`` on negatives) or, for DEIM,
-  MAL (:func:`libreyolo.layers.deim_losses.mal_loss`), selected by ``DFineLossConfig.cls``.
+  MAL (:func:`libreyolo.models._detr.deim_losses.mal_loss`), selected by ``DFineLossConfig.cls``.
 * FGL (fine-grained localisation): each matched edge distribution against its ground-truth
   offset, cross-entropy on the two bins around it weighted by the interpolation weights, and
   by the matched IoU.
@@ -33,12 +33,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ops.boxes import xywh_to_xyxy
-from .detr_common import aligned_giou
-from .detr_losses import DETRTrainLoss, Pairs
+from ...ops.boxes import xywh_to_xyxy
+from .common import aligned_giou
 from .dfine_decoder import FDRTrainOutput
 from .fdr import box_to_distance
 from .hungarian import HungarianMatcher
+from .losses import DETRTrainLoss, Pairs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,7 +244,7 @@ class DFineCriterion:
 
 
 class DFineTrainLoss(DETRTrainLoss):
-    """Training criterion for :class:`~libreyolo.layers.dfine_net.DFineDetector`: builds the
+    """Training criterion for :class:`~libreyolo.models._detr.dfine_net.DFineDetector`: builds the
     denoising queries, runs the decoder eagerly, scores with :class:`DFineCriterion`.
     ``criterion(preds, batch) -> (loss, items)``; ``items`` Tensor[5] detached (weighted cls, l1,
     giou, fgl, ddf), ``loss = items.sum() * B`` (same scaling contract as the RT-DETR criterion)."""

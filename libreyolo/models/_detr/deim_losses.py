@@ -10,7 +10,7 @@ one-to-one matching (dense O2O).
   mixup); :func:`dense_o2o_mosaic` is a batch-level version usable on any collated batch: it
   tiles groups of four images (each resized to half size) into one image with all their boxes.
 
-The criterion itself is :class:`~libreyolo.layers.dfine_losses.DFineCriterion` with
+The criterion itself is :class:`~libreyolo.models._detr.dfine_losses.DFineCriterion` with
 ``DFineLossConfig(cls="mal", gamma=1.5)``.
 """
 
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 
 def mal_loss(logits: Tensor, onehot: Tensor, iou: Tensor, *, gamma: float = 1.5, alpha: float | None = None) -> Tensor:
