@@ -1,11 +1,12 @@
-"""Shared network blocks: code that more than one family uses lives here, not in a family."""
+"""Shared network blocks: code that several unrelated families use lives here, not in a family.
+
+A block used by one family lives in that family's folder; code one lineage of families shares
+(the DETR decoders, encoders and criteria) lives in ``libreyolo/models/_detr/``. Nothing here
+imports ``libreyolo.models``.
+"""
 
 from __future__ import annotations
 
 from .conv import ConvBNAct, RepConvN, autopad, fuse_conv_bn, fuse_modules
-from .elan import ELAN1, SPPELAN, AConv, ADown, RepNBottleneck, RepNCSP, RepNCSPELAN4
 
-__all__ = [
-    "ConvBNAct", "RepConvN", "autopad", "fuse_conv_bn", "fuse_modules",
-    "ELAN1", "SPPELAN", "ADown", "AConv", "RepNBottleneck", "RepNCSP", "RepNCSPELAN4",
-]
+__all__ = ["ConvBNAct", "RepConvN", "autopad", "fuse_conv_bn", "fuse_modules"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ...layers.classify import ImageClassifier
-from ...layers.uib import ConvBNAct, UniversalInvertedBottleneck
+from .uib import ConvBNAct, UniversalInvertedBottleneck
 
 # (c_out, stride, k_start, k_mid, expand, repeats)
 _UIB_SMALL: tuple[tuple[int, int, int, int, float, int], ...] = (

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...layers.conv import RepConvN, fuse_modules
-from ...layers.elan7 import ELAN7, SPPCSPC, Act, MPConv, SPPCSPTiny, conv7
+from .elan7 import ELAN7, SPPCSPC, Act, MPConv, SPPCSPTiny, conv7
 from .variants import VARIANTS, ELAN7Args, YOLO7Variant
 
 STRIDES = (8, 16, 32)

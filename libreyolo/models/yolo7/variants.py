@@ -2,7 +2,7 @@
 
 Channel numbers are those of the reference deploy configurations (``cfg/deploy/yolov7-tiny.yaml``,
 ``cfg/deploy/yolov7.yaml`` and ``cfg/deploy/yolov7x.yaml`` of WongKinYiu/yolov7). An ELAN entry is
-``(c_branch, c_mid, n, tap, c_out)`` = :class:`libreyolo.layers.elan7.ELAN7` arguments.
+``(c_branch, c_mid, n, tap, c_out)`` = :class:`libreyolo.models.yolo7.elan7.ELAN7` arguments.
 Anchors are the published ones (pixels, three (w, h) pairs per level, strides 8, 16, 32).
 Loss gains are the reference recipes' (``hyp.scratch.p5.yaml`` for b and x,
 ``hyp.scratch.tiny.yaml`` for tiny).

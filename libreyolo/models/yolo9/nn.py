@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...layers.conv import ConvBNAct, fuse_modules
-from ...layers.elan import ELAN1, SPPELAN, AConv, ADown, RepNCSPELAN4
+from .elan import ELAN1, SPPELAN, AConv, ADown, RepNCSPELAN4
 from .variants import VARIANTS, ELANArgs, YOLO9Variant
 
 REG_MAX = 16

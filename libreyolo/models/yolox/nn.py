@@ -27,7 +27,7 @@ from ...errors import ConfigError
 from ...layers.conv import ConvBNAct, fuse_modules
 from ...layers.csp import CSPLayer, SPPBottleneck
 from ...layers.dwconv import conv_or_dw
-from ...layers.focus import Focus
+from .focus import Focus
 from .variants import VARIANTS, YOLOXVariant
 
 STRIDES = (8, 16, 32)

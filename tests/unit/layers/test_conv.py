@@ -8,7 +8,7 @@ from torch import nn
 
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.layers.conv import ConvBNAct, RepConvN, fuse_conv_bn, fuse_modules
-from libreyolo.layers.elan import ELAN1, SPPELAN, AConv, ADown, RepNCSPELAN4
+from libreyolo.models.yolo9.elan import ELAN1, SPPELAN, AConv, ADown, RepNCSPELAN4
 
 
 def test_fuse_conv_bn_matches_bn_of_conv() -> None:

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from libreyolo.errors import ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
-from libreyolo.layers.cspnext import ChannelAttention, CSPNeXtBlock, CSPNeXtLayer
+from libreyolo.models.rtmdet.cspnext import ChannelAttention, CSPNeXtBlock, CSPNeXtLayer
 from libreyolo.models.rtmdet.family import RTMDet
 from libreyolo.models.rtmdet.loss import (
     DynamicSoftLabelAssigner,

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from libreyolo.errors import ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.layers.conv import RepConvN
-from libreyolo.layers.elan7 import ELAN7, SPPCSPC, MPConv, SPPCSPTiny
+from libreyolo.models.yolo7.elan7 import ELAN7, SPPCSPC, MPConv, SPPCSPTiny
 from libreyolo.models.yolo7.family import YOLO7
 from libreyolo.models.yolo7.loss import YOLO7Loss, find_candidates, ota_assign
 from libreyolo.models.yolo7.nn import build_yolo7

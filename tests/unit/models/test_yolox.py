@@ -17,8 +17,8 @@ from torchvision.ops import box_iou as torchvision_box_iou
 from libreyolo.errors import ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.layers.dwconv import DWConvBNAct
-from libreyolo.layers.focus import space_to_depth
 from libreyolo.models.yolox.family import YOLOX
+from libreyolo.models.yolox.focus import space_to_depth
 from libreyolo.models.yolox.loss import YOLOXLoss, simota_assign, simota_assign_batch
 from libreyolo.models.yolox.nn import build_yolox
 from libreyolo.models.yolox.postprocess import make_grid, postprocess

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .conv import ConvBNAct
-from .dwconv import DWConvBNAct
+from ...layers.conv import ConvBNAct
+from ...layers.dwconv import DWConvBNAct
 
 
 class ChannelAttention(nn.Module):

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .conv import ConvBNAct, RepConvN
+from ...layers.conv import ConvBNAct, RepConvN
 
 
 class RepNBottleneck(nn.Module):

@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from .conv import ConvBNAct
+from ...layers.conv import ConvBNAct
 
 Act = Literal["silu", "lrelu"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .conv import ConvBNAct
+from ...layers.conv import ConvBNAct
 
 
 def space_to_depth(x: Tensor) -> Tensor:
