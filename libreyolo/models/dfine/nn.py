@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...errors import ConfigError
 from .._detr.dfine_net import DFineDetector
-from .variants import VARIANTS
+from .._detr.dfine_variants import VARIANTS
 
 
 def build_dfine(*, size: str, nc: int) -> DFineDetector:

@@ -14,6 +14,7 @@ from libreyolo.kernels import registry as kernels
 from libreyolo.models._detr.deim_losses import dense_o2o_mosaic, mal_loss
 from libreyolo.models._detr.dfine_losses import union_matching
 from libreyolo.models._detr.dfine_net import DFineDetector
+from libreyolo.models._detr.dfine_variants import VARIANTS as VDFINE
 from libreyolo.models._detr.fdr import (
     box_to_distance,
     distance_to_box,
@@ -21,13 +22,11 @@ from libreyolo.models._detr.fdr import (
     weighting_function,
 )
 from libreyolo.models.deim.family import DEIM
-from libreyolo.models.deim.variants import VARIANTS as VDEIM
 from libreyolo.models.dfine.family import DFINE
-from libreyolo.models.dfine.variants import VARIANTS as VDFINE
 from libreyolo.registry import parse_weights_name, register_family
 
 FAMILIES = {"dfine": DFINE, "deim": DEIM}
-VARIANTS = {"dfine": VDFINE, "deim": VDEIM}
+VARIANTS = {"dfine": VDFINE, "deim": VDFINE}  # DEIM builds from the D-FINE size table
 TINY = dataclasses.replace(VDFINE["n"].net, num_queries=20, num_denoising=12)
 
 

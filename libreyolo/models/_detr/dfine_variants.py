@@ -1,7 +1,9 @@
-"""D-FINE size table, as data.
+"""D-FINE size table, as data: the ``dfine`` and ``deim`` families both build from it (DEIM is the
+D-FINE architecture; it changes only the training recipe).
 
 Values are those of the reference configs (``configs/dfine/dfine_hgnetv2_{n,s}_coco.yml`` over
-``include/dfine_hgnetv2.yml`` of Peterande/D-FINE):
+``include/dfine_hgnetv2.yml`` of Peterande/D-FINE; ``configs/deim_dfine/deim_hgnetv2_{n,s}_coco.yml``
+of ShihuaHuang95/DEIM include these n / s model configs unchanged):
 
 * n: HGNetv2-B0 stages 2-3 (strides 16, 32), hidden 128, encoder FFN 512, expansion 0.34,
   depth_mult 0.5; decoder 3 layers, FFN 512, 6 sampling points per level (2 levels).
@@ -11,7 +13,7 @@ Values are those of the reference configs (``configs/dfine/dfine_hgnetv2_{n,s}_c
 Shared: 8 heads, 300 queries, 100 denoising queries (label noise 0.5, box noise 1.0), reg_max
 32, reg_scale 4. ``paper_params_m``: published parameter count (millions, 80 classes, rounded
 to whole millions in the tables); ``reference_params``: the reference implementation's
-training-mode count at 80 classes (D-FINE-S: 10,321,877, reported for the reference code; this
+training-mode count at 80 classes (D-FINE-S and DEIM-D-FINE-S: 10,321,877, reported for the reference code; this
 build has exactly two fewer, the reference's two frozen scalar parameters ``up`` and
 ``reg_scale`` being plain constants here).
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._detr.dfine_net import DFineNetConfig
+from .dfine_net import DFineNetConfig
 
 
 @dataclass(frozen=True, kw_only=True)
