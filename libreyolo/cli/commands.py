@@ -79,6 +79,12 @@ def _predict_keys() -> dict[str, Key]:
         Key(name="fuse", kind="bool", default=True, help="run a fused copy of the model (BatchNorm folded)"),
         Key(name="rect", kind="bool", default=True,
             help="letterbox to the smallest stride-multiple rectangle (false: the square imgsz)"),
+        Key(name="vid_stride", kind="int", default=1, help="read every n-th video/stream frame"),
+        Key(name="save_txt", kind="bool", default=False, help="write YOLO label lines under labels/"),
+        Key(name="save_conf", kind="bool", default=False, help="add the confidence to save_txt lines"),
+        Key(name="save_crop", kind="bool", default=False, help="write each box's crop under crops/<class>/"),
+        Key(name="line_width", kind="int", default=None, help="box outline width in pixels (default: scaled)"),
+        Key(name="show", kind="bool", default=False, help="show results in a window (needs a display)"),
     ])
 
 

@@ -61,11 +61,19 @@ class PredictOptions:
     rect: bool
     agnostic_nms: bool
     bgr: bool
+    vid_stride: int = 1
+    save_txt: bool = False
+    save_conf: bool = False
+    save_crop: bool = False
+    line_width: int | None = None
+    show: bool = False
 
     @classmethod
     def build(cls, *, model: Family, conf: float, iou: float, imgsz: Any, classes: Any, max_det: int,
               device: Any, batch: int, save: bool, save_dir: Any, cuda_graph: Any, half: bool,
-              agnostic_nms: bool, bgr: bool, fuse: bool = True, rect: bool = True) -> PredictOptions:
+              agnostic_nms: bool, bgr: bool, fuse: bool = True, rect: bool = True, vid_stride: int = 1,
+              save_txt: bool = False, save_conf: bool = False, save_crop: bool = False,
+              line_width: int | None = None, show: bool = False) -> PredictOptions:
         from ..graphs.runner import check_policy
         from ..models._base.family import select_device
 
@@ -81,9 +89,16 @@ class PredictOptions:
                 classes = [classes]
             if not all(isinstance(c, int) and 0 <= c < model.nc for c in classes):
                 raise ConfigError(f"classes must be class ids in [0, {model.nc - 1}], got {classes!r}")
-        for key, v in (("half", half), ("fuse", fuse), ("rect", rect)):
+        for key, v in (("half", half), ("fuse", fuse), ("rect", rect), ("save_txt", save_txt),
+                       ("save_conf", save_conf), ("save_crop", save_crop), ("show", show)):
             if not isinstance(v, bool):
                 raise ConfigError(f"{key} must be True or False, got {v!r}")
+        if isinstance(vid_stride, bool) or not isinstance(vid_stride, int) or vid_stride < 1:
+            raise ConfigError(f"vid_stride must be a positive int (1 reads every video frame), got {vid_stride!r}")
+        if line_width is not None and (isinstance(line_width, bool) or not isinstance(line_width, int)
+                                       or line_width < 1):
+            raise ConfigError(f"line_width must be a positive int (pixels) or None (scaled to the image), "
+                              f"got {line_width!r}")
         check_policy(cuda_graph)
         dev = select_device(device) if device is not None else None
         return cls(
@@ -92,6 +107,8 @@ class PredictOptions:
             classes=list(classes) if classes is not None else None, max_det=max_det, device=dev,
             batch=batch, save=bool(save), save_dir=Path(save_dir) if save_dir else None,
             cuda_graph=cuda_graph, half=half, fuse=fuse, rect=rect, agnostic_nms=bool(agnostic_nms), bgr=bool(bgr),
+            vid_stride=vid_stride, save_txt=save_txt, save_conf=save_conf, save_crop=save_crop,
+            line_width=line_width, show=show,
         )
 
 
@@ -249,7 +266,8 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
     device = model.device
     if model.net.training:  # eval() walks every module (milliseconds for a large net): only when needed
         model.net.eval()
-    batches = load_source(source, batch=opts.batch, bgr=opts.bgr)  # validates before any side effect
+    batches = load_source(source, batch=opts.batch, bgr=opts.bgr,
+                          vid_stride=opts.vid_stride)  # validates before any side effect
     twin, amp = _prepared(model, opts)
     if getattr(model, "OUTPUT_KIND", "boxes") == "probs":
         yield from _predict_probs(model, twin, amp, batches, opts, source)
@@ -328,26 +346,19 @@ def _to_host(dets: list[Tensor]) -> list[Tensor]:
 
 
 class _Saver:
-    """Writes annotated results when ``save`` is set: the run folder is made on first use, output
-    names never overwrite an input (:class:`~libreyolo.engine.saving.OutputNamer`; a ``save_dir``
-    that is the source folder is refused before any image is written)."""
+    """Writes what ``save`` / ``save_txt`` / ``save_crop`` / ``show`` ask for
+    (:class:`~libreyolo.engine.saving.ResultWriter`): the run folder is made on first use, output
+    names never overwrite an input (a ``save_dir`` that is the source folder is refused before any
+    image is written), video frames become one video file per source video, finished when the
+    run ends (the saver is released)."""
 
     def __init__(self, model: Any, opts: PredictOptions, source: Any) -> None:
-        from .saving import OutputNamer
+        from .saving import ResultWriter
 
-        self.model, self.opts, self.source, self.namer = model, opts, source, None
-        if opts.save and opts.save_dir is not None:
-            self.namer = OutputNamer(opts.save_dir, source)
+        self.writer = ResultWriter.from_options(opts, task=model.task, source=source)
 
     def __call__(self, r: Results) -> None:
-        if not self.opts.save:
-            return
-        if self.namer is None:
-            from .results import next_run_dir
-            from .saving import OutputNamer
-
-            self.namer = OutputNamer(next_run_dir(Path("runs") / self.model.task / "predict"), self.source)
-        r.save(self.namer.path_for(r.path, r.frame))
+        self.writer(r)
 
 
 def _report_skipped(batches: Any) -> None:

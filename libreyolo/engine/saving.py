@@ -13,6 +13,11 @@
 - anything that still collides (the same file twice, a name an earlier result took, an input file
   that happens to live under ``save_dir``) gets a counter: ``img_2.jpg``, ``img_3.jpg``...
 
+:class:`ResultWriter` is what ``predict`` / ``track`` call on each result: the annotated
+image (``save``), or for video frames one video file per source video (``<stem>.mp4``, through
+:class:`~libreyolo.engine.video.VideoSink`), YOLO label lines (``save_txt``, under ``labels/``),
+per-box crops (``save_crop``, under ``crops/<class>/``) and a display window (``show``).
+
 Example:
     >>> from pathlib import Path
     >>> namer = OutputNamer(Path("/tmp/out"), ["/data/a/img.jpg", "/data/b/img.jpg", "/data/c.png"])
@@ -23,15 +28,19 @@ Example:
 from __future__ import annotations
 
 import glob
+import logging
 import os
+import weakref
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from .results import WRITABLE_SUFFIXES
-from .sources import _GLOB_CHARS, _URL, IMAGE_SUFFIXES, VIDEO_SUFFIXES
+from ..errors import ConfigError, SourceError
+from .results import WRITABLE_SUFFIXES, Results, next_run_dir
+from .sources import _GLOB_CHARS, _URL, IMAGE_SUFFIXES, VIDEO_SUFFIXES, list_file_entries
+
+logger = logging.getLogger(__name__)
 
 _MEDIA = IMAGE_SUFFIXES | VIDEO_SUFFIXES
 
@@ -133,7 +142,13 @@ def input_files(source: Any) -> list[Path]:
         if not isinstance(s, (str, Path)) or not str(s).strip() or _URL.match(str(s)):
             continue
         p = Path(str(s)).expanduser()
-        if p.is_dir():
+        if p.suffix.lower() == ".txt" and p.is_file():
+            try:
+                out.extend(input_files(list_file_entries(p)))
+            except SourceError:
+                pass  # an unreadable list is reported by load_source
+            out.append(p)
+        elif p.is_dir():
             out.extend(q for q in p.iterdir() if q.is_file() and q.suffix.lower() in _MEDIA)
         elif p.exists() or not _GLOB_CHARS.search(str(s)):
             out.append(p)
@@ -167,3 +182,116 @@ def _subfolders(inputs: list[Path]) -> dict[Path, Path]:
         rel = p.parent.relative_to(root) if root is not None else Path(p.parent.name)
         out[p] = rel if str(rel) != "." else Path()
     return out
+
+
+class ResultWriter:
+    """Writes what a prediction run asked for, one result at a time (see the module docstring).
+
+    Args:
+        task: names the default run folder ``runs/<task>/predict<N>`` (made on first write).
+        source: the ``predict`` source (its files are never overwritten).
+        save: annotated images; video frames go into one video file per source video.
+        save_dir: the run folder (``None``: the next free ``runs/<task>/predict<N>``).
+        save_txt / save_conf: YOLO label lines under ``labels/`` (with the confidence).
+        save_crop: each box's crop under ``crops/<class name>/``.
+        line_width: box outline width for everything drawn (``None``: scaled to the image).
+        show: show each annotated image in a window, when a display exists (otherwise one warning).
+        vid_stride: the frame stride of the run; written videos play at ``fps / vid_stride``.
+
+    Call :meth:`close` (or let the writer be garbage-collected) to finish open video files.
+    """
+
+    def __init__(self, *, task: str, source: Any, save: bool = False, save_dir: str | Path | None = None,
+                 save_txt: bool = False, save_conf: bool = False, save_crop: bool = False,
+                 line_width: int | None = None, show: bool = False, vid_stride: int = 1) -> None:
+        self.task, self.source = task, source
+        self.save, self.save_txt, self.save_conf, self.save_crop = save, save_txt, save_conf, save_crop
+        self.line_width, self.vid_stride = line_width, vid_stride
+        self.show = show and _can_show()
+        self.writes = save or save_txt or save_crop
+        self._dir = Path(save_dir) if save_dir is not None else None
+        self.namer: OutputNamer | None = None
+        self._labels: OutputNamer | None = None
+        self._sinks: dict[str, Any] = {}
+        self._finalizer = weakref.finalize(self, _close_sinks, self._sinks)
+        if self.writes and self._dir is not None:
+            self._namers(self._dir)  # a save_dir that could overwrite a source fails before any image is read
+
+    @classmethod
+    def from_options(cls, opts: Any, *, task: str, source: Any) -> ResultWriter:
+        """From a :class:`~libreyolo.engine.predictor.PredictOptions` (or any object with its fields)."""
+        return cls(task=task, source=source, save=opts.save, save_dir=opts.save_dir,
+                   save_txt=getattr(opts, "save_txt", False), save_conf=getattr(opts, "save_conf", False),
+                   save_crop=getattr(opts, "save_crop", False), line_width=getattr(opts, "line_width", None),
+                   show=getattr(opts, "show", False), vid_stride=getattr(opts, "vid_stride", 1))
+
+    @property
+    def save_dir(self) -> Path | None:
+        """The run folder (``None`` until something was written when no ``save_dir`` was given)."""
+        return self._dir
+
+    def _namers(self, folder: Path) -> None:
+        self._dir = folder
+        self.namer = OutputNamer(folder, self.source)
+        if self.save_txt:
+            self._labels = OutputNamer(folder / "labels", self.source)
+
+    def __call__(self, r: Results) -> None:
+        if self.show:
+            from .video import show_frame
+
+            show_frame(str(r.path or "libreyolo"), r.plot(line_width=self.line_width))
+        if not self.writes:
+            return
+        if self.namer is None:
+            self._namers(next_run_dir(Path("runs") / self.task / "predict"))
+        assert self.namer is not None
+        if self.save:
+            if r.frame is not None and r.path is not None:
+                self._write_frame(r)
+            else:
+                r.save(self.namer.path_for(r.path, r.frame), line_width=self.line_width)
+        if self._labels is not None:
+            r.save_txt(self._labels.path_for(r.path, r.frame, ".txt"), save_conf=self.save_conf)
+        if self.save_crop:
+            r.save_crop(self.namer.save_dir / "crops")
+
+    def _write_frame(self, r: Results) -> None:
+        from .video import VideoSink, source_fps
+
+        key = str(r.path)
+        sink = self._sinks.get(key)
+        if sink is None:
+            for other in list(self._sinks):  # a new video starts: the previous one is finished
+                self._sinks.pop(other).close()
+            assert self.namer is not None
+            sink = VideoSink(self.namer.path_for(r.path, None, ".mp4"),
+                             fps=source_fps(r.path) / self.vid_stride)
+            self._sinks[key] = sink
+        sink.write(r.plot(line_width=self.line_width))
+        r.save_path = sink.path
+
+    def close(self) -> list[Path]:
+        """Finish every open video file; returns the files finished."""
+        return _close_sinks(self._sinks)
+
+
+def _close_sinks(sinks: dict[str, Any]) -> list[Path]:
+    done = [sink.close() for sink in sinks.values()]
+    sinks.clear()
+    return done
+
+
+_SHOW_WARNED: list[bool] = []
+
+
+def _can_show() -> bool:
+    from .video import display_available
+
+    if display_available():
+        return True
+    if not _SHOW_WARNED:
+        _SHOW_WARNED.append(True)
+        logger.warning("show=True but no display is available here (no DISPLAY, or a headless OpenCV "
+                       "build); results are not shown")
+    return False

@@ -1,7 +1,10 @@
 """Prediction sources -> batches of images for the network (SPEC U-2).
 
-:func:`load_source` accepts a file path, a directory, a glob pattern, a video file, a PIL image,
-a numpy array, a torch tensor, or a list of any of these, and returns a :class:`SourceLoader`
+:func:`load_source` accepts a file path, a directory, a glob pattern, a video file, a ``.txt``
+file listing any of these (one per line; relative lines are relative to the list's folder, ``#``
+starts a comment), a webcam index (``0`` or ``"0"``), a stream URL (``rtsp://``, ``rtmp://``,
+``http(s)://`` of a video or stream), a PIL image, a numpy array, a torch tensor, or a list of any
+of these, and returns a :class:`SourceLoader`
 that yields lists of up to ``batch`` :class:`SourceItem` objects. Everything a user could get
 wrong (missing path, empty folder, wrong array shape or dtype, unsupported type) is checked when
 :func:`load_source` is called, before the first image is decoded, and raises
@@ -54,11 +57,13 @@ VIDEO_SUFFIXES: frozenset[str] = frozenset(
 )
 SUPPORTED_TYPES = (
     "a file path (str or pathlib.Path) to an image or video, a directory, a glob pattern, "
+    "a .txt file listing paths, a webcam index (0), a stream URL (rtsp://, http://...), "
     "a PIL.Image, a numpy array (H x W x 3 uint8, BGR), a torch tensor (3 x H x W or B x 3 x H x W), "
     "or a list of these"
 )
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+STREAM_SCHEMES: frozenset[str] = frozenset({"rtsp", "rtsps", "rtmp", "rtmps", "http", "https", "tcp", "udp", "srt"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,7 +164,7 @@ class UnreadableFile(SourceError):
 _Entry = Callable[[], Iterator[SourceItem]]
 
 
-def load_source(source: Any, *, batch: int, bgr: bool = True) -> SourceLoader:
+def load_source(source: Any, *, batch: int, bgr: bool = True, vid_stride: int = 1) -> SourceLoader:
     """Resolve ``source`` and return a :class:`SourceLoader` of lists of up to ``batch`` items.
 
     Args:
@@ -167,25 +172,35 @@ def load_source(source: Any, *, batch: int, bgr: bool = True) -> SourceLoader:
         batch: the largest number of items per yielded list (>= 1).
         bgr: numpy arrays are BGR (OpenCV order) when True (the default, as ``cv2.imread``
             gives them), RGB when False. Files, PIL images and tensors do not depend on it.
+        vid_stride: read every ``vid_stride``-th frame of videos, webcams and streams (>= 1);
+            :attr:`SourceItem.frame` stays the frame's index in the source.
+
+    Webcams and streams are opened when iteration reaches them; one that cannot be opened
+    raises :class:`SourceError` then (a stream that stops delivering frames ends its items).
 
     Raises:
-        SourceError: missing path, empty directory or glob, unsupported type, bad array.
+        SourceError: missing path, empty directory or glob, unsupported type, bad array, a list
+            file with a missing entry.
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise SourceError(f"batch must be a positive int, got {batch!r}")
-    entries = _plan(source, bgr=bgr, top=True)
+    if isinstance(vid_stride, bool) or not isinstance(vid_stride, int) or vid_stride < 1:
+        raise SourceError(f"vid_stride must be a positive int (1 reads every frame), got {vid_stride!r}")
+    entries = _plan(source, bgr=bgr, top=True, stride=vid_stride)
     if not entries:
         raise SourceError("the source is an empty list; pass at least one image")
     return SourceLoader(entries, batch)
 
 
 # ---------------------------------------------------------------------------- planning
-def _plan(source: Any, *, bgr: bool, top: bool) -> list[_Entry]:
+def _plan(source: Any, *, bgr: bool, top: bool, stride: int = 1) -> list[_Entry]:
     """Validate ``source`` and turn it into a list of lazy entries (no decoding yet)."""
     if source is None:
         raise SourceError(f"no source given; pass {SUPPORTED_TYPES}")
+    if isinstance(source, int) and not isinstance(source, bool):
+        return [_capture_entry(source, stride=stride)]
     if isinstance(source, (str, Path)):
-        return _plan_path(source)
+        return _plan_path(source, stride=stride)
     if isinstance(source, np.ndarray):
         return _plan_array(source, bgr=bgr)
     if _is_pil(source):
@@ -195,22 +210,26 @@ def _plan(source: Any, *, bgr: bool, top: bool) -> list[_Entry]:
     if isinstance(source, (list, tuple)) and top:
         out: list[_Entry] = []
         for element in source:
-            out.extend(_plan(element, bgr=bgr, top=False))
+            out.extend(_plan(element, bgr=bgr, top=False, stride=stride))
         return out
     if isinstance(source, (list, tuple)):
         raise SourceError("nested lists are not supported as a source; pass one flat list")
     raise SourceError(f"unsupported source type {type(source).__name__}; pass {SUPPORTED_TYPES}")
 
 
-def _plan_path(source: str | Path) -> list[_Entry]:
+def _plan_path(source: str | Path, *, stride: int = 1, listed: bool = True) -> list[_Entry]:
     text = str(source)
     if not text.strip():
         raise SourceError("the source is an empty string; pass an image, video, folder or glob path")
     if _URL.match(text):
-        raise SourceError(
-            f"URLs and streams are not supported as sources ({text!r}); download the file and pass its path"
-        )
+        return [_url_entry(text, stride=stride)]
     path = Path(text).expanduser()
+    if text.strip().isdigit() and not path.exists():
+        return [_capture_entry(int(text), stride=stride)]
+    if path.suffix.lower() == ".txt" and path.is_file():
+        if not listed:
+            raise SourceError(f"list file '{path}' names another list file; list image/video paths only")
+        return _plan_list(path, stride=stride)
     if path.is_dir():
         files = _natural_sorted(
             p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES | VIDEO_SUFFIXES
@@ -220,11 +239,11 @@ def _plan_path(source: str | Path) -> list[_Entry]:
                 f"directory '{path}' contains no image or video files "
                 f"(looked for {', '.join(sorted(IMAGE_SUFFIXES | VIDEO_SUFFIXES))})"
             )
-        return [_file_entry(p) for p in files]
+        return [_file_entry(p, stride=stride) for p in files]
     if path.exists():
         if not path.is_file():
             raise SourceError(f"'{path}' is not a regular file")
-        return [_file_entry(path)]
+        return [_file_entry(path, stride=stride)]
     if _GLOB_CHARS.search(text):
         matches = _natural_sorted(
             Path(m) for m in glob.glob(str(Path(text).expanduser()), recursive=True)
@@ -232,13 +251,85 @@ def _plan_path(source: str | Path) -> list[_Entry]:
         )
         if not matches:
             raise SourceError(f"glob pattern '{text}' matched no image or video files")
-        return [_file_entry(p) for p in matches]
+        return [_file_entry(p, stride=stride) for p in matches]
     raise SourceError(f"source '{text}' does not exist; check the path (relative to {Path.cwd()})")
 
 
-def _file_entry(path: Path) -> _Entry:
+def list_file_entries(path: Path) -> list[str]:
+    """The sources a ``.txt`` list file names, one per non-blank line (``#`` comments dropped);
+    relative paths are taken relative to the list file's folder (then the working directory)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SourceError(f"cannot read the list file '{path}': {e}") from e
+    out = []
+    for line in lines:
+        entry = line.split("#", 1)[0].strip() if not _URL.match(line.strip()) else line.strip()
+        if not entry:
+            continue
+        if not _URL.match(entry) and not Path(entry).expanduser().is_absolute():
+            beside = path.parent / entry
+            if beside.exists() or _GLOB_CHARS.search(entry) or not Path(entry).exists():
+                entry = str(beside)
+        out.append(entry)
+    return out
+
+
+def _plan_list(path: Path, *, stride: int) -> list[_Entry]:
+    entries = list_file_entries(path)
+    if not entries:
+        raise SourceError(f"list file '{path}' names no sources; put one image/video path per line")
+    out: list[_Entry] = []
+    for i, entry in enumerate(entries, 1):
+        try:
+            out.extend(_plan_path(entry, stride=stride, listed=False))
+        except SourceError as e:
+            raise SourceError(f"list file '{path}', entry {i} ({entry!r}): {e} ('.txt' is not a known image or "
+                              "video extension: a .txt source is read as a list of image/video paths, one per "
+                              "line)") from e
+    return out
+
+
+def _url_entry(url: str, *, stride: int) -> _Entry:
+    scheme = url.split("://", 1)[0].lower()
+    suffix = Path(url.split("?", 1)[0]).suffix.lower()
+    if scheme not in STREAM_SCHEMES or suffix in IMAGE_SUFFIXES:
+        raise SourceError(
+            f"URL {url!r} is not a video stream; image URLs are not downloaded (download the file and pass "
+            f"its path); stream URLs use {', '.join(sorted(STREAM_SCHEMES))}"
+        )
+    return _capture_entry(url, stride=stride)
+
+
+def _capture_entry(target: str | int, *, stride: int) -> _Entry:
+    """A webcam index or a stream URL, opened now (so a wrong one fails before any model work)."""
+    from . import video
+
+    name = f"webcam{target}" if isinstance(target, int) else target
+    if isinstance(target, int) and target < 0:
+        raise SourceError(f"webcam index must be >= 0, got {target}; pass {SUPPORTED_TYPES}")
+    cap = video.open_capture(target)
+    if not cap.isOpened():
+        cap.release()
+        if isinstance(target, int):
+            raise SourceError(f"cannot open webcam {target}: no camera with that index here; if {target} was not "
+                              f"meant as a webcam index, pass {SUPPORTED_TYPES}")
+        raise SourceError(f"cannot open stream {target!r}: the address is unreachable or not a video "
+                          "OpenCV can decode")
+
+    def read() -> Iterator[SourceItem]:
+        n = 0
+        for index, bgr in video.iter_frames(cap, name=name, vid_stride=stride):
+            n += 1
+            yield SourceItem(image=swap_rb(bgr), path=name, frame=index, bgr=bgr)
+        logger.info("%s ended after %d frames", name, n)
+
+    return read
+
+
+def _file_entry(path: Path, *, stride: int = 1) -> _Entry:
     if path.suffix.lower() in VIDEO_SUFFIXES:
-        return lambda: _read_video(path)
+        return lambda: _read_video(path, stride=stride)
 
     def read() -> Iterator[SourceItem]:
         rgb, bgr = _decode(path)
@@ -306,32 +397,23 @@ def _decode(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
                              path=str(path)) from e
 
 
-def _read_video(path: Path) -> Iterator[SourceItem]:
-    """Yield the frames of a video one at a time (RGB + BGR), with their 0-based index."""
-    import cv2
+def _read_video(path: Path, *, stride: int = 1) -> Iterator[SourceItem]:
+    """Yield every ``stride``-th frame of a video one at a time (RGB + BGR), with its 0-based index."""
+    from . import video
 
-    cap = cv2.VideoCapture(str(path))
-    try:
-        if not cap.isOpened():
-            raise UnreadableFile(f"cannot open video '{path}': the file is corrupt or its codec is unsupported "
-                                 "by OpenCV", path=str(path))
-        index = 0
-        while True:
-            ok, frame = cap.read()
-            if not ok:
-                break
-            if frame.ndim == 2:
-                frame = cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
-            frame = np.ascontiguousarray(frame)
-            rgb = np.ascontiguousarray(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
-            yield SourceItem(image=rgb, path=str(path), frame=index, bgr=frame)
-            index += 1
-        if index == 0:
-            raise UnreadableFile(f"video '{path}' has no readable frames (corrupt file or unsupported codec)",
-                                 path=str(path))
-        logger.debug("read %d frames from %s", index, path)
-    finally:
+    cap = video.open_capture(str(path))
+    if not cap.isOpened():
         cap.release()
+        raise UnreadableFile(f"cannot open video '{path}': the file is corrupt or its codec is unsupported "
+                             "by OpenCV", path=str(path))
+    n = 0
+    for index, frame in video.iter_frames(cap, name=str(path), vid_stride=stride):
+        n += 1
+        yield SourceItem(image=swap_rb(frame), path=str(path), frame=index, bgr=frame)
+    if n == 0:
+        raise UnreadableFile(f"video '{path}' has no readable frames (corrupt file or unsupported codec)",
+                             path=str(path))
+    logger.debug("read %d frames from %s", n, path)
 
 
 def _from_array(arr: np.ndarray, *, bgr: bool, what: str) -> tuple[np.ndarray, np.ndarray | None]:

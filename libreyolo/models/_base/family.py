@@ -358,8 +358,15 @@ class Family:
         bgr: bool = True,
         fuse: bool = True,
         rect: bool = True,
+        vid_stride: int = 1,
+        save_txt: bool = False,
+        save_conf: bool = False,
+        save_crop: bool = False,
+        line_width: int | None = None,
+        show: bool = False,
     ) -> list[Results] | Iterator[Results]:
-        """Detect objects in ``source`` (path, folder, glob, list, PIL, numpy, tensor, video).
+        """Detect objects in ``source`` (path, folder, glob, ``.txt`` list, PIL, numpy, tensor,
+        video, webcam index, stream URL: :mod:`libreyolo.engine.sources`).
 
         Runs the prepared model (:meth:`prepared`): fused unless ``fuse=False``; ``half=True``
         casts its weights once to float16 (CUDA) / bfloat16 (CPU). ``rect=True`` letterboxes a
@@ -367,6 +374,14 @@ class Family:
         ``rect=False`` always to the square ``imgsz``. ``Results.speed`` holds milliseconds per
         image for ``preprocess``, ``inference``, ``postprocess`` and ``results``; they add up to
         the call.
+
+        Outputs (:class:`~libreyolo.engine.saving.ResultWriter`): ``save`` writes annotated
+        images to ``save_dir`` (default ``runs/<task>/predict<N>``), a video source as one video
+        file (``<stem>.mp4``, ``.avi`` where mp4 cannot be written); ``save_txt`` YOLO label lines
+        under ``labels/`` (with the confidence when ``save_conf``); ``save_crop`` each box's crop
+        under ``crops/<class>/``; ``line_width`` the outline width drawn; ``show`` a window per
+        image where a display exists. ``vid_stride`` reads every n-th video / stream frame. Use
+        ``stream=True`` for webcams and long videos (results one at a time, constant memory).
 
         Example:
             >>> from libreyolo import LibreYOLO, SAMPLE_IMAGE
@@ -379,7 +394,8 @@ class Family:
         opts = PredictOptions.build(
             model=self, conf=conf, iou=iou, imgsz=imgsz, classes=classes, max_det=max_det,
             device=device, batch=batch, save=save, save_dir=save_dir, cuda_graph=cuda_graph,
-            half=half, agnostic_nms=agnostic_nms, bgr=bgr, fuse=fuse, rect=rect,
+            half=half, agnostic_nms=agnostic_nms, bgr=bgr, fuse=fuse, rect=rect, vid_stride=vid_stride,
+            save_txt=save_txt, save_conf=save_conf, save_crop=save_crop, line_width=line_width, show=show,
         )
         gen = predict(self, source, opts)
         return gen if stream else list(gen)
