@@ -13,7 +13,7 @@ ground truth are left out of the means.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -79,7 +79,10 @@ class DetectionMetrics:
     """Summary of :func:`evaluate`.
 
     ap (ndarray[C', T]) per evaluated class and IoU threshold; classes (ndarray[C']) their ids;
-    precision / recall at the confidence that maximises the class-mean F1 (IoU 0.5).
+    precision / recall at the confidence that maximises the class-mean F1 (IoU 0.5), overall and
+    per class (``class_precision`` / ``class_recall``, ndarray[C']). The curves behind them:
+    ``conf_grid`` (ndarray[1000], 0..1) and ``p_curve`` / ``r_curve`` (ndarray[C', 1000]),
+    precision and recall (IoU 0.5) of the detections scoring at least each confidence.
     """
 
     ap: np.ndarray
@@ -87,6 +90,16 @@ class DetectionMetrics:
     precision: float
     recall: float
     best_conf: float
+    class_precision: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    class_recall: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    conf_grid: np.ndarray = field(default_factory=lambda: np.linspace(0, 1, 1000))
+    p_curve: np.ndarray = field(default_factory=lambda: np.zeros((0, 1000)))
+    r_curve: np.ndarray = field(default_factory=lambda: np.zeros((0, 1000)))
+
+    @property
+    def f1_curve(self) -> np.ndarray:
+        """F1 (ndarray[C', 1000]) against ``conf_grid``."""
+        return 2 * self.p_curve * self.r_curve / np.maximum(self.p_curve + self.r_curve, 1e-16)
 
     @property
     def map50(self) -> float:
@@ -131,4 +144,42 @@ def evaluate(tp: np.ndarray, scores: np.ndarray, pred_cls: np.ndarray, gt_cls: n
     f1 = 2 * p_curve * r_curve / np.maximum(p_curve + r_curve, 1e-16)
     best = int(f1.mean(0).argmax())
     return DetectionMetrics(ap=ap, classes=classes, precision=float(p_curve[:, best].mean()),
-                            recall=float(r_curve[:, best].mean()), best_conf=float(conf_grid[best]))
+                            recall=float(r_curve[:, best].mean()), best_conf=float(conf_grid[best]),
+                            class_precision=p_curve[:, best].copy(), class_recall=r_curve[:, best].copy(),
+                            conf_grid=conf_grid, p_curve=p_curve, r_curve=r_curve)
+
+
+def confusion_matrix(images: list[dict[str, np.ndarray]], nc: int, *, conf: float = 0.25,
+                     iou: float = 0.45) -> np.ndarray:
+    """Detection confusion matrix (ndarray[nc + 1, nc + 1], int64): ``[predicted, true]``.
+
+    Index ``nc`` is the background. Per image, detections scoring at least ``conf`` are paired
+    one-to-one with ground truth of IoU >= ``iou`` whatever their classes, the pairs of highest
+    IoU first; a pair counts at ``[pred class, true class]``, an unpaired ground-truth box at
+    ``[nc, true class]`` (missed) and an unpaired detection at ``[pred class, nc]`` (false alarm).
+    ``images``: per image ``gt`` (ndarray[G, 4] xyxy), ``gt_cls`` (ndarray[G]), ``pred``
+    (ndarray[K, 4] xyxy), ``score`` (ndarray[K]), ``pred_cls`` (ndarray[K]).
+
+    Example:
+        >>> im = {"gt": np.array([[0, 0, 10, 10]]), "gt_cls": np.array([1]),
+        ...       "pred": np.array([[0, 0, 10, 9]]), "score": np.array([0.9]), "pred_cls": np.array([0])}
+        >>> confusion_matrix([im], 2)[0, 1]
+        1
+    """
+    m = np.zeros((nc + 1, nc + 1), dtype=np.int64)
+    for im in images:
+        keep = np.asarray(im["score"]) >= conf
+        pb, pc = np.asarray(im["pred"], float).reshape(-1, 4)[keep], np.asarray(im["pred_cls"], int)[keep]
+        gb, gc = np.asarray(im["gt"], float).reshape(-1, 4), np.asarray(im["gt_cls"], int)
+        used_p, used_g = np.zeros(len(pb), bool), np.zeros(len(gb), bool)
+        if len(pb) and len(gb):
+            ious = iou_matrix(pb, gb)
+            pi, gi = np.nonzero(ious >= iou)
+            for k in np.argsort(-ious[pi, gi], kind="stable"):
+                p, g = pi[k], gi[k]
+                if not used_p[p] and not used_g[g]:
+                    used_p[p] = used_g[g] = True
+                    m[pc[p], gc[g]] += 1
+        np.add.at(m, (nc, gc[~used_g]), 1)
+        np.add.at(m, (pc[~used_p], nc), 1)
+    return m

@@ -19,8 +19,9 @@ import logging
 import os
 import time
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -30,11 +31,13 @@ from torch import Tensor
 from ..errors import ConfigError, check_keys, empty_value
 from ..ops.boxes import scale_boxes, xywh_to_xyxy
 from . import metrics as M
+from .val_metrics import DetMetrics
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
 
 logger = logging.getLogger(__name__)
+LossFn = Callable[[Any, dict[str, Any]], tuple[Tensor, Tensor]]  # criterion(raw, batch) -> (loss, items)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +55,10 @@ class ValConfig:
     half: bool = False
     workers: int = 4
     verbose: bool = True
-    plots: bool = False
+    plots: bool = False  # write the pictures of libreyolo.engine.val_plots into project/name
+    project: str | None = None  # default runs/detect
+    name: str = "val"
+    exist_ok: bool = False
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any]) -> ValConfig:
@@ -94,18 +100,33 @@ def fitness(m: dict[str, float]) -> float:
 
 
 def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
-    """Validate ``model`` on a dataset split; returns mAP50-95, mAP50, precision, recall, fitness.
+    """Validate ``model`` on a dataset split.
+
+    A detector returns a :class:`~libreyolo.engine.val_metrics.DetMetrics`: a dict of mAP50-95,
+    mAP50, precision, recall, fitness, images, instances, ms_per_image, with per-class numbers,
+    ``maps``, the confusion matrix, ``speed``, ``save_dir``, ``summary()`` and ``to_json()``
+    attached. A classifier returns a dict of top1, top5, fitness, images, ms_per_image. With
+    ``verbose`` the per-class table is logged and shown on stderr when logging is unconfigured
+    (:mod:`libreyolo.engine.val_logging`); ``plots=True`` writes the pictures into
+    ``project/name`` (``runs/detect/val``, then ``val2``, ... unless ``exist_ok``).
 
     Example:
-        >>> metrics = LibreYOLO("LibreYOLO9t.pt").val(data="shapes", imgsz=320)  # doctest: +SKIP
-        >>> metrics["mAP50-95"]  # doctest: +SKIP
+        >>> metrics = LibreYOLO("LibreYOLO9t.pt").val(data="shapes", imgsz=320, plots=True)  # doctest: +SKIP
+        >>> metrics["mAP50-95"], metrics.save_dir  # doctest: +SKIP
     """
+    from .val_logging import library_logging
+
+    cfg = ValConfig.from_overrides(overrides)
+    with library_logging(cfg.verbose):
+        return _validate(model, cfg, overrides)
+
+
+def _validate(model: Family, cfg: ValConfig, overrides: dict[str, Any]) -> dict[str, float]:
     from ..data.config import load_data_config
     from ..data.dataset import DetectionDataset
     from ..data.loader import build_dataloader
     from ..models._base.family import select_device
 
-    cfg = ValConfig.from_overrides(overrides)
     if cfg.data is not None and not str(cfg.data).strip():
         raise empty_value("data")
     data = cfg.data or model.train_args.get("data")
@@ -121,8 +142,8 @@ def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
     if dcfg.nc != model.nc:
         raise ConfigError(f"the model predicts {model.nc} classes but {data!r} has {dcfg.nc}; "
                           "validate on the dataset the model was trained for")
-    if cfg.plots:
-        logger.warning("val: plots=True is not implemented yet; no plots are written")
+    if cfg.plots and classify:
+        logger.warning("val: plots=True draws detection pictures; a classifier gets none")
     imgsz = int(cfg.imgsz or model.imgsz)
     if imgsz % model.stride:
         raise ConfigError(f"imgsz must be a multiple of {model.stride}, got {imgsz}")
@@ -143,18 +164,41 @@ def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
                           rect=False, prefix=f"{cfg.split}: ")
     loader = build_dataloader(ds, batch=cfg.batch, workers=workers, shuffle=False, seed=0,
                               pin_memory=device.type == "cuda")
+    plots_dir = None
+    if cfg.plots:
+        plots_dir = increment_dir(Path(cfg.project or "runs/detect") / cfg.name, exist_ok=cfg.exist_ok)
+        plots_dir.mkdir(parents=True, exist_ok=True)
     return run_validation(model=model, net=model.net, loader=loader, names=dcfg.names, conf=cfg.conf, iou=cfg.iou,
-                          max_det=cfg.max_det, amp_dtype=amp, verbose=cfg.verbose, progress=cfg.verbose)
+                          max_det=cfg.max_det, amp_dtype=amp, verbose=cfg.verbose, progress=cfg.verbose,
+                          plots_dir=plots_dir)
+
+
+def increment_dir(path: Path, *, exist_ok: bool) -> Path:
+    """``runs/detect/val`` -> the first of val, val2, val3, ... that does not exist (``path`` itself with ``exist_ok``)."""
+    if exist_ok or not path.exists():
+        return path
+    n = 2
+    while (path.parent / f"{path.name}{n}").exists():
+        n += 1
+    return path.parent / f"{path.name}{n}"
 
 
 def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict[str, Any]], names: dict[int, str],
                    conf: float = 0.001, iou: float = 0.7, max_det: int = 300, amp_dtype: torch.dtype | None = None,
-                   verbose: bool = True, progress: bool = True) -> dict[str, float]:
+                   verbose: bool = True, progress: bool = True, criterion: LossFn | None = None,
+                   loss_names: Sequence[str] = (), plots_dir: Path | None = None,
+                   plot_batches: int = 3) -> dict[str, float]:
     """Run ``net`` (e.g. the EMA copy during training) over ``loader`` and score it.
 
     ``model.postprocess`` decodes the raw outputs; it reads only the head's structure, so any net
     of the same architecture may be passed. A classifier (``OUTPUT_KIND == "probs"``) is scored
-    by :func:`libreyolo.engine.classify_val.run_classify_validation` (top-1 / top-5) instead.
+    by :func:`libreyolo.engine.classify_val.run_classify_validation` (top-1 / top-5, a plain dict)
+    instead. A detector returns a :class:`~libreyolo.engine.val_metrics.DetMetrics` (a dict).
+
+    ``criterion`` (``criterion(raw, batch) -> (loss, items Tensor[len(loss_names)])``, the
+    training loss): when given and :func:`val_loss_supported`, the mean ``items`` over the split
+    become ``DetMetrics.losses`` (keyed by ``loss_names``). ``plots_dir``: write the pictures of
+    :mod:`libreyolo.engine.val_plots` there (``plot_batches`` batches of predictions next to labels).
     """
     from tqdm import tqdm
 
@@ -165,34 +209,82 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
                                        verbose=verbose, progress=progress)
 
     device = next(net.parameters()).device
+    if criterion is not None and not val_loss_supported(model):
+        logger.debug("val: no validation losses (the training forward of %s is split in stages)",
+                     getattr(model, "FAMILY", "this family"))
+        criterion = None
     was_training = net.training
     net.eval()
     collector = _Collector()
-    t_inf = 0.0
+    t_pre = t_inf = t_post = 0.0
     n_img = 0
+    loss_sum: Tensor | None = None
+    n_loss = 0
+    shown: list[tuple[np.ndarray, dict[str, np.ndarray], list[np.ndarray]]] = []
     bar = tqdm(loader, desc="val", leave=False, disable=not progress, dynamic_ncols=True)
+    # no_grad (not inference_mode) when the criterion runs: tensors it caches (anchors) stay usable in training
+    grad_ctx = torch.no_grad() if criterion is not None else torch.inference_mode()
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     try:
-        with torch.inference_mode():
-            for batch in bar:
-                imgs = batch["img"].to(device, non_blocking=True).float().div_(255.0)
+        with grad_ctx:
+            for bi, batch in enumerate(bar):
                 t0 = time.perf_counter()
+                imgs = batch["img"].to(device, non_blocking=True).float().div_(255.0)
+                sync()
+                t1 = time.perf_counter()
                 ctx = (torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None
                        else contextlib.nullcontext())
                 with ctx:
                     raw = net(imgs)
+                sync()
+                t2 = time.perf_counter()
                 dets = model.postprocess(raw, conf=conf, iou=iou, classes=None, max_det=max_det, agnostic=False)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                t_inf += time.perf_counter() - t0
+                sync()
+                t3 = time.perf_counter()
+                t_pre, t_inf, t_post = t_pre + t1 - t0, t_inf + t2 - t1, t_post + t3 - t2
                 n_img += imgs.shape[0]
+                if criterion is not None:
+                    _, items = criterion(raw, batch)
+                    items = items.detach().float().reshape(-1)
+                    if bool(torch.isfinite(items).all()):
+                        loss_sum = items if loss_sum is None else loss_sum + items
+                        n_loss += 1
                 collector.add_batch(batch, dets, input_hw=tuple(imgs.shape[2:]))
+                if plots_dir is not None and bi < plot_batches:
+                    shown.append((_to_numpy(batch["img"]), {k: _to_numpy(batch[k]) for k in ("batch_idx", "cls",
+                                                                                               "bboxes")},
+                                  [d.detach().float().cpu().numpy() for d in dets]))
     finally:
         net.train(was_training)
     result = collector.score(names)
-    result["ms_per_image"] = 1000 * t_inf / max(n_img, 1)
+    ms = 1000 / max(n_img, 1)
+    result["ms_per_image"] = (t_inf + t_post) * ms
+    losses: dict[str, float] = {}
+    if loss_sum is not None:
+        keys = list(loss_names) or [f"loss{i}" for i in range(loss_sum.numel())]
+        losses = {k: float(v) / n_loss for k, v in zip(keys, loss_sum.cpu().tolist(), strict=False)}
+    metrics = DetMetrics(result, names=names, per_class=collector.per_class, confusion_matrix=collector.confusion,
+                         curves=collector.curves, speed={"preprocess": t_pre * ms, "inference": t_inf * ms,
+                                                         "postprocess": t_post * ms},
+                         save_dir=Path(plots_dir) if plots_dir is not None else None, losses=losses)
     if verbose:
-        logger.info("%s", format_table(result, collector.per_class, names))
-    return result
+        logger.info("\n%s", metrics.summary())
+    if plots_dir is not None:
+        from .val_plots import write_val_plots
+
+        labels = getattr(getattr(loader, "dataset", None), "labels", None)
+        write_val_plots(metrics, Path(plots_dir), batches=shown, labels=labels)
+    return metrics
+
+
+def val_loss_supported(model: Family) -> bool:
+    """Whether the training criterion can score eval-mode outputs: the family trains its network
+    as one stage (``train_stages() is None``), so ``net(x)`` has one structure in both modes."""
+    return model.train_stages() is None
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)
 
 
 class _Collector:
@@ -201,6 +293,8 @@ class _Collector:
     def __init__(self) -> None:
         self.images: list[dict[str, Any]] = []
         self.per_class: dict[int, dict[str, float]] = {}
+        self.curves: dict[str, np.ndarray] = {}
+        self.confusion: np.ndarray | None = None
 
     def add_batch(self, batch: dict[str, Any], dets: list[Tensor], *, input_hw: tuple[int, int]) -> None:
         h_in, w_in = input_hw
@@ -219,7 +313,9 @@ class _Collector:
                                 "pred": pb.numpy(), "score": det[:, 4].numpy(), "pred_cls": det[:, 5].numpy().astype(int)})
 
     def score(self, names: dict[int, str]) -> dict[str, float]:
+        """The headline numbers; also fills ``per_class``, ``curves`` and ``confusion``."""
         gt_cls = np.concatenate([im["gt_cls"] for im in self.images]) if self.images else np.zeros(0, int)
+        self.confusion = M.confusion_matrix(self.images, len(names))
         out = {"mAP50-95": 0.0, "mAP50": 0.0, "precision": 0.0, "recall": 0.0}
         out["images"] = float(len(self.images))
         out["instances"] = float(len(gt_cls))
@@ -234,8 +330,16 @@ class _Collector:
         tp = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, 10), bool)
         pr = M.evaluate(tp, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]), gt_cls)
         out["precision"], out["recall"] = pr.precision, pr.recall
-        for c in pr.classes:
-            self.per_class.setdefault(int(c), {}).update(instances=float((gt_cls == c).sum()))
+        for k, c in enumerate(pr.classes):
+            row = self.per_class.setdefault(int(c), {"ap50-95": 0.0, "ap50": 0.0})
+            row.update(instances=float((gt_cls == c).sum()),
+                       images=float(sum(bool((im["gt_cls"] == c).any()) for im in self.images)),
+                       precision=float(pr.class_precision[k]), recall=float(pr.class_recall[k]))
+        pr_classes = sorted(coco["pr50"])
+        self.curves = {"classes": pr.classes, "conf": pr.conf_grid, "precision": pr.p_curve, "recall": pr.r_curve,
+                       "f1": pr.f1_curve, "pr_recall": M.RECALL_POINTS, "pr_classes": np.array(pr_classes, dtype=int),
+                       "pr_precision": (np.stack([coco["pr50"][c] for c in pr_classes]) if pr_classes
+                                        else np.zeros((0, len(M.RECALL_POINTS))))}
         out["fitness"] = fitness(out)
         return out
 
@@ -261,7 +365,8 @@ def coco_map(images: list[dict[str, Any]], names: dict[int, str]) -> dict[str, A
 
     images: per image ``hw`` (h, w), ``gt`` (ndarray[G, 4] xyxy), ``gt_cls`` (ndarray[G]),
     ``pred`` (ndarray[K, 4] xyxy), ``score`` (ndarray[K]), ``pred_cls`` (ndarray[K]); original pixels.
-    Returns {"map", "map50", "per_class": {cls: {"ap50-95", "ap50"}}}.
+    Returns {"map", "map50", "per_class": {cls: {"ap50-95", "ap50"}}, "pr50": {cls: ndarray[101]}}:
+    ``pr50`` is the IoU-0.5 precision envelope at the 101 COCO recall points (its mean is ``ap50``).
     """
     from faster_coco_eval import COCO, COCOeval_faster
 
@@ -279,7 +384,7 @@ def coco_map(images: list[dict[str, Any]], names: dict[int, str]) -> dict[str, A
             dts.append({"image_id": img_id, "category_id": int(c) + 1, "score": float(s),
                         "bbox": [float(box[0]), float(box[1]), float(box[2] - box[0]), float(box[3] - box[1])]})
     if not dts:
-        return {"map": 0.0, "map50": 0.0, "per_class": {}}
+        return {"map": 0.0, "map50": 0.0, "per_class": {}, "pr50": {}}
     coco_gt = COCO(gt, print_function=quiet)
     coco_dt = coco_gt.loadRes(dts)
     ev = COCOeval_faster(coco_gt, coco_dt, iouType="bbox", print_function=quiet)
@@ -288,22 +393,13 @@ def coco_map(images: list[dict[str, Any]], names: dict[int, str]) -> dict[str, A
     ev.summarize()
     prec = np.asarray(ev.eval["precision"])  # (T, R, K, area, maxDets)
     per_class: dict[int, dict[str, float]] = {}
+    pr50: dict[int, np.ndarray] = {}
     cat_ids = list(ev.params.catIds)
     for k, cat in enumerate(cat_ids):
         p = prec[:, :, k, 0, -1]
         if (p > -1).any():
             p50 = p[0][p[0] > -1]
             per_class[cat - 1] = {"ap50-95": float(p[p > -1].mean()), "ap50": float(p50.mean()) if p50.size else 0.0}
-    return {"map": max(float(ev.stats[0]), 0.0), "map50": max(float(ev.stats[1]), 0.0), "per_class": per_class}
-
-
-def format_table(result: dict[str, float], per_class: dict[int, dict[str, float]], names: dict[int, str]) -> str:
-    """A per-class AP table (one line per class) with the overall row first."""
-    lines = [f"{'class':>16} {'instances':>10} {'P':>7} {'R':>7} {'mAP50':>7} {'mAP50-95':>9}",
-             f"{'all':>16} {int(result.get('instances', 0)):>10} {result['precision']:>7.3f} {result['recall']:>7.3f} "
-             f"{result['mAP50']:>7.3f} {result['mAP50-95']:>9.3f}"]
-    for c in sorted(per_class):
-        row = per_class[c]
-        lines.append(f"{names.get(c, str(c)):>16} {int(row.get('instances', 0)):>10} {'':>7} {'':>7} "
-                     f"{row.get('ap50', 0.0):>7.3f} {row.get('ap50-95', 0.0):>9.3f}")
-    return "\n" + "\n".join(lines)
+            pr50[cat - 1] = np.clip(p[0], 0.0, None)
+    return {"map": max(float(ev.stats[0]), 0.0), "map50": max(float(ev.stats[1]), 0.0), "per_class": per_class,
+            "pr50": pr50}
