@@ -1,5 +1,8 @@
 """Per-epoch training logs: ``results.csv``, a ``results.png`` plot, optional TensorBoard events.
 
+``results.png`` draws every column against the epoch with a smoothed line; the training and
+validation losses of one name (``train/box_loss``, ``val/box_loss``) share a panel.
+
 TensorBoard is optional: when ``torch.utils.tensorboard`` cannot be imported (the ``tensorboard``
 package is absent) the logger says so once at INFO level and writes CSV and PNG only.
 """
@@ -11,6 +14,8 @@ import logging
 import math
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -68,26 +73,72 @@ class ResultsLogger:
         tmp.replace(self.csv_path)
 
     def plot(self) -> None:
-        """One small panel per column against epoch (matplotlib, Agg backend)."""
+        """One panel per quantity against epoch (matplotlib ``Figure``, Agg backend): the values as
+        dots and, from three epochs on, a smoothed line (:func:`smooth`). ``train/<x>`` and
+        ``val/<x>`` share one panel (``<x>``), train in blue, validation in orange."""
         from matplotlib.figure import (
             Figure,  # no pyplot: renders with Agg, no global backend change
         )
 
-        keys = [k for k in self.rows[0] if k != "epoch"]
-        if not keys:
+        panels = _panels([k for k in self.rows[0] if k != "epoch"])
+        if not panels:
             return
-        cols = min(5, len(keys))
-        nrows = math.ceil(len(keys) / cols)
+        cols = min(5, len(panels))
+        nrows = math.ceil(len(panels) / cols)
         fig = Figure(figsize=(3.2 * cols, 2.6 * nrows), tight_layout=True)
-        x = [r["epoch"] for r in self.rows]
-        for i, k in enumerate(keys):
+        x = np.array([r["epoch"] for r in self.rows])
+        for i, (title, keys) in enumerate(panels):
             ax = fig.add_subplot(nrows, cols, i + 1)
-            ax.plot(x, [r.get(k, float("nan")) for r in self.rows], marker=".", linewidth=1.5)
-            ax.set_title(k, fontsize=9)
+            for k in keys:
+                y = np.array([r.get(k, float("nan")) for r in self.rows], dtype=np.float64)
+                colour = "tab:orange" if k.startswith("val/") else "tab:blue"
+                label = k.split("/", 1)[0] if len(keys) > 1 else None
+                ax.plot(x, y, marker=".", linewidth=1.0, color=colour, alpha=0.6, label=label)
+                if np.isfinite(y).sum() >= 3:
+                    ax.plot(x, smooth(y), ":", linewidth=2.0, color=colour)
+            ax.set_title(title, fontsize=9)
             ax.grid(alpha=0.3)
+            if len(keys) > 1:
+                ax.legend(fontsize=7)
+        fig.suptitle("dots: values per epoch; dotted: smoothed", fontsize=8)
         fig.savefig(self.png_path, dpi=100)
 
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def _panels(keys: list[str]) -> list[tuple[str, list[str]]]:
+    """Columns -> (title, columns) panels: ``train/<x>`` and ``val/<x>`` together under ``<x>``."""
+    out: list[tuple[str, list[str]]] = []
+    where: dict[str, int] = {}
+    for k in keys:
+        head, _, tail = k.partition("/")
+        if head in ("train", "val") and tail:
+            if tail in where:
+                out[where[tail]][1].append(k)
+                continue
+            where[tail] = len(out)
+            out.append((tail, [k]))
+        else:
+            out.append((k, [k]))
+    return out
+
+
+def smooth(y: np.ndarray, fraction: float = 0.1) -> np.ndarray:
+    """Centred moving average (ndarray[N] -> ndarray[N]) over an odd window of about ``fraction``
+    of the points (at least 3), the ends padded by odd reflection; NaNs are interpolated over first."""
+    y = np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(y)
+    if ok.sum() < 2:
+        return y.copy()
+    idx = np.arange(len(y))
+    y = np.interp(idx, idx[ok], y[ok])
+    win = max(3, int(round(len(y) * fraction)) // 2 * 2 + 1)
+    win = min(win, len(y) // 2 * 2 - 1) if len(y) < win else win
+    if win < 3:
+        return y
+    half = win // 2
+    padded = np.pad(y, half, mode="reflect", reflect_type="odd")  # keeps a linear trend at the ends
+    return np.convolve(padded, np.ones(win) / win, mode="valid")

@@ -40,8 +40,10 @@ best.pt by top-1 accuracy.
 
 Outputs (``runs/detect/<name>/``): ``weights/last.pt`` (every epoch, atomic, with the full
 training state for ``resume``), ``weights/best.pt`` (best fitness = 0.1 mAP50 + 0.9 mAP50-95,
-EMA weights only), ``results.csv``, ``results.png``, ``args.yaml``, TensorBoard events when
-available. A kill loses at most the current epoch.
+EMA weights only), ``results.csv`` (training and validation losses, metrics), ``results.png``,
+``args.yaml``, TensorBoard events when available and, with ``plots=True``, ``train_batch<i>.png``,
+``train_labels.png`` and the final validation's pictures (:mod:`libreyolo.engine.val_plots`). A
+kill loses at most the current epoch.
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ logger = logging.getLogger(__name__)
 REFRESH_EVERY = 10
 # fewer optimizer steps than this in a run: one warning with the numbers
 FEW_STEPS = 10
+# with plots=True, the first epoch's first batches are drawn (train_batch<i>.png)
+PLOT_BATCHES = 3
 
 
 def _s(n: int) -> str:
@@ -419,6 +423,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             for k in ("precision", "recall", "mAP50", "mAP50-95", "top1", "top5"):
                 if k in metrics:
                     row[f"metrics/{k}"] = metrics[k]
+            row.update({f"val/{n}_loss": v for n, v in getattr(metrics, "losses", {}).items()})
             row.update({f"lr/pg{i}": g["lr"] for i, g in enumerate(self.optimizer.param_groups)})
             row["time/epoch_s"] = train_s
             row["time/images_per_s"] = len(self.train_ds) / max(train_s, 1e-9)
@@ -487,6 +492,8 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         for i, batch in bar:
             ni = i + nb * epoch
             self.schedule.apply(self.optimizer, iteration=ni, epoch=epoch)
+            if i < PLOT_BATCHES and epoch == self.start_epoch and cfg.plots and self.is_main:
+                self._plot_batch(i, batch)
             imgs = batch["img"].to(self.device, non_blocking=True).float().div_(255.0)
             # a full window (accumulate_at ramps during warm-up), or the epoch's last batch: the
             # partly filled window steps too, with the sum of its micro-batch gradients
@@ -572,7 +579,19 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         return run_validation(model=self.model, net=net, loader=self.val_loader, names=self.model.names,
                               conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det,
                               amp_dtype=self.amp_dtype, verbose=self.cfg.verbose or final,
-                              progress=self.cfg.verbose)
+                              progress=self.cfg.verbose, criterion=self.criterion, loss_names=self._loss_names(),
+                              plots_dir=self.save_dir if final and self.cfg.plots else None)
+
+    def _plot_batch(self, i: int, batch: dict[str, Any]) -> None:
+        """``train_batch<i>.png`` (the augmented batch with its boxes) and, with the first, ``train_labels.png``."""
+        if "bboxes" not in batch or self.save_dir is None:  # a classification batch has no boxes to draw
+            return
+        from ..engine.val_plots import plot_labels, plot_train_batch
+
+        plot_train_batch(batch, self.save_dir / f"train_batch{i}.png", names=self.model.names)
+        labels = getattr(self.train_ds, "labels", None)
+        if i == 0 and labels is not None:
+            plot_labels(labels, self.model.names, self.save_dir / "train_labels.png")
 
     # ------------------------------------------------------------------ checkpoints
     # ------------------------------------------------------------------ end
