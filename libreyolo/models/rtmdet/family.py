@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from .._base.family import Family
+from .._base.dense import DenseFamily
 
 
-class RTMDet(Family):
+class RTMDet(DenseFamily):
     """RTMDet (arXiv:2212.07784): CSPNeXt backbone, CSPNeXt-PAFPN neck, shared-conv head with a
     BatchNorm per level; trained with dynamic soft label assignment, Quality Focal Loss and GIoU.
 
@@ -21,13 +22,8 @@ class RTMDet(Family):
 
     FAMILY: ClassVar[str] = "rtmdet"
     NAME_TOKEN: ClassVar[str] = "RTMDet"
-    TASKS: ClassVar[tuple[str, ...]] = ("detect",)
     SIZES: ClassVar[tuple[str, ...]] = ("t", "s", "m", "l", "x")
-    DEFAULT_IMGSZ: ClassVar[int] = 640
-    STRIDE: ClassVar[int] = 32
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("cls", "box")
-    OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5")  # strides 8, 16, 32
-    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
@@ -39,12 +35,11 @@ class RTMDet(Family):
 
         return build_rtmdet(size=size, nc=nc)
 
-    def postprocess(self, raw: Any, *, conf: float, iou: float, classes: list[int] | None,
-                    max_det: int, agnostic: bool) -> list[Tensor]:
+    @classmethod
+    def postprocess_fn(cls) -> Callable[..., list[Tensor]]:
         from .postprocess import postprocess
 
-        return postprocess(raw, net=self.net, conf=conf, iou=iou, classes=classes, max_det=max_det,
-                           agnostic=agnostic)
+        return postprocess
 
     def decode(self, raw: Any) -> Tensor:
         from .postprocess import decode, grid_points

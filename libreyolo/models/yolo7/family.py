@@ -5,23 +5,19 @@ Weights names: ``LibreYOLO7tiny.pt``, ``LibreYOLO7b.pt``, ``LibreYOLO7x.pt``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from .._base.family import Family
+from .._base.dense import DenseFamily
 
 
-class YOLO7(Family):
+class YOLO7(DenseFamily):
     FAMILY: ClassVar[str] = "yolo7"
     NAME_TOKEN: ClassVar[str] = "YOLO7"
-    TASKS: ClassVar[tuple[str, ...]] = ("detect",)
     SIZES: ClassVar[tuple[str, ...]] = ("tiny", "b", "x")
-    DEFAULT_IMGSZ: ClassVar[int] = 640
-    STRIDE: ClassVar[int] = 32
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "obj", "cls")
-    OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5")  # strides 8, 16, 32
-    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
@@ -32,12 +28,11 @@ class YOLO7(Family):
 
         return build_yolo7(size=size, nc=nc)
 
-    def postprocess(self, raw: Any, *, conf: float, iou: float, classes: list[int] | None,
-                    max_det: int, agnostic: bool) -> list[Tensor]:
+    @classmethod
+    def postprocess_fn(cls) -> Callable[..., list[Tensor]]:
         from .postprocess import postprocess
 
-        return postprocess(raw, net=self.net, conf=conf, iou=iou, classes=classes, max_det=max_det,
-                           agnostic=agnostic)
+        return postprocess
 
     def build_criterion(self) -> Any:
         from .loss import YOLO7Loss

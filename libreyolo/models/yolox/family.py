@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from .._base.family import Family
+from .._base.dense import DenseFamily
 from .variants import VARIANTS
 
 logger = logging.getLogger(__name__)
 
 
-class YOLOX(Family):
+class YOLOX(DenseFamily):
     """YOLOX (arXiv:2107.08430). Default input size is per size: 416 for nano and tiny, 640
     otherwise (``DEFAULT_IMGSZ`` is the 640 of the larger sizes; :meth:`default_imgsz` gives the
     per-size value, which ``__init__`` uses when ``imgsz`` is not given).
@@ -24,13 +25,8 @@ class YOLOX(Family):
 
     FAMILY: ClassVar[str] = "yolox"
     NAME_TOKEN: ClassVar[str] = "YOLOX"
-    TASKS: ClassVar[tuple[str, ...]] = ("detect",)
     SIZES: ClassVar[tuple[str, ...]] = ("nano", "tiny", "s", "m", "l", "x")
-    DEFAULT_IMGSZ: ClassVar[int] = 640
-    STRIDE: ClassVar[int] = 32
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("iou", "obj", "cls", "l1")
-    OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5")  # strides 8, 16, 32
-    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
@@ -61,12 +57,11 @@ class YOLOX(Family):
 
         return build_yolox(size=size, nc=nc)
 
-    def postprocess(self, raw: Any, *, conf: float, iou: float, classes: list[int] | None,
-                    max_det: int, agnostic: bool) -> list[Tensor]:
+    @classmethod
+    def postprocess_fn(cls) -> Callable[..., list[Tensor]]:
         from .postprocess import postprocess
 
-        return postprocess(raw, net=self.net, conf=conf, iou=iou, classes=classes, max_det=max_det,
-                           agnostic=agnostic)
+        return postprocess
 
     def decode(self, raw: Any) -> Tensor:
         from .postprocess import decode, make_grid
