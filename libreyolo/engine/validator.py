@@ -9,6 +9,12 @@ hands over normalised to the network input.
 - precision and recall: at the confidence that maximises the class-mean F1 at IoU 0.5, computed
   by :mod:`libreyolo.engine.metrics` over every kept detection (conf >= ``conf``, default 0.001).
 - fitness (what training uses to pick best.pt): ``0.1 * mAP50 + 0.9 * mAP50-95``.
+
+A detector's result is a :class:`~libreyolo.engine.val_metrics.DetMetrics`: the dict of these
+numbers with per-class AP / precision / recall, ``maps``, the confusion matrix
+(:func:`libreyolo.engine.metrics.confusion_matrix`), the curves, ``speed`` and, when the caller
+passes its criterion (the trainer does), the mean validation losses. ``plots`` writes the
+pictures of :mod:`libreyolo.engine.val_plots`.
 """
 
 from __future__ import annotations
@@ -56,9 +62,9 @@ class ValConfig:
     workers: int = 4
     verbose: bool = True
     plots: bool = False  # write the pictures of libreyolo.engine.val_plots into project/name
-    project: str | None = None  # default runs/detect
-    name: str = "val"
-    exist_ok: bool = False
+    project: str | None = dataclasses.field(default=None, metadata={"help": "plots folder parent (runs/detect)"})
+    name: str = dataclasses.field(default="val", metadata={"help": "plots folder name (val, val2, ...)"})
+    exist_ok: bool = dataclasses.field(default=False, metadata={"help": "write into an existing plots folder"})
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any]) -> ValConfig:
