@@ -402,6 +402,63 @@ class Family:
 
     __call__ = predict
 
+    @keyword_checked("track")
+    def track(
+        self,
+        source: Any = None,
+        *,
+        persist: bool = False,
+        tracker: str | Path | Any = "bytetrack",
+        conf: float = 0.1,
+        iou: float = 0.7,
+        imgsz: int | tuple[int, int] | None = None,
+        classes: list[int] | None = None,
+        max_det: int = 300,
+        device: str | torch.device | None = None,
+        batch: int = 1,
+        save: bool = False,
+        save_dir: str | Path | None = None,
+        stream: bool = False,
+        cuda_graph: CudaGraphPolicy = False,
+        half: bool = False,
+        agnostic_nms: bool = False,
+        bgr: bool = True,
+        fuse: bool = True,
+        rect: bool = True,
+        vid_stride: int = 1,
+        save_txt: bool = False,
+        save_conf: bool = False,
+        save_crop: bool = False,
+        line_width: int | None = None,
+        show: bool = False,
+    ) -> list[Results] | Iterator[Results]:
+        """Detect and track objects over the frames of ``source`` (a video, webcam, stream, or
+        frames passed one call at a time with ``persist=True``); :mod:`libreyolo.trackers`.
+
+        Each result keeps the boxes on a confirmed track, with ``boxes.id`` (int64 track ids,
+        ``boxes.is_track`` True); ``plot()`` draws the ids. ``tracker`` is ``"bytetrack"``, a
+        YAML file of :class:`~libreyolo.trackers.ByteTrackConfig` keys, or such a config;
+        ``persist=True`` keeps the tracks from the previous call. ``conf`` defaults to 0.1 so
+        that ByteTrack's low-score association sees the weak detections. The other keywords are
+        those of :meth:`predict`.
+
+        Example:
+            >>> model = LibreYOLO("LibreYOLO9t.pt")  # doctest: +SKIP
+            >>> for r in model.track("clip.mp4", stream=True):  # doctest: +SKIP
+            ...     print(r.frame, r.boxes.id.tolist())
+        """
+        from ...engine.predictor import PredictOptions
+        from ...trackers.track import track
+
+        opts = PredictOptions.build(
+            model=self, conf=conf, iou=iou, imgsz=imgsz, classes=classes, max_det=max_det,
+            device=device, batch=batch, save=save, save_dir=save_dir, cuda_graph=cuda_graph,
+            half=half, agnostic_nms=agnostic_nms, bgr=bgr, fuse=fuse, rect=rect, vid_stride=vid_stride,
+            save_txt=save_txt, save_conf=save_conf, save_crop=save_crop, line_width=line_width, show=show,
+        )
+        gen = track(self, source, opts, tracker=tracker, persist=persist)
+        return gen if stream else list(gen)
+
     def train(self, **overrides: Any) -> dict[str, Any]:
         """Train on a YOLO-format dataset; keys as in :class:`libreyolo.training.config.TrainConfig`.
 
