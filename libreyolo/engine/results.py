@@ -196,16 +196,16 @@ class Results:
     def to_df(self, *, normalize: bool = False, decimals: int = 5) -> Any:
         """:meth:`summary` as a ``pandas.DataFrame``, one row per detection (box columns flattened:
         ``x1, y1, x2, y2``). Needs pandas (``pip install pandas``); :meth:`to_csv` does not."""
-        from .results_io import summary_to_df
+        from .results_io import summary_to_df, table_kind
 
-        return summary_to_df(self.summary(normalize=normalize, decimals=decimals))
+        return summary_to_df(self.summary(normalize=normalize, decimals=decimals), table_kind(self))
 
     def to_csv(self, path: str | Path | None = None, *, normalize: bool = False, decimals: int = 5) -> str:
         """:meth:`summary` as CSV text with a header row (the columns of :meth:`to_df`), also
         written to ``path`` when given. Works without pandas."""
-        from .results_io import summary_to_csv
+        from .results_io import summary_to_csv, table_kind
 
-        text = summary_to_csv(self.summary(normalize=normalize, decimals=decimals))
+        text = summary_to_csv(self.summary(normalize=normalize, decimals=decimals), table_kind(self))
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(text, encoding="utf-8")

@@ -29,41 +29,49 @@ _TRACK_COLUMNS = ("track_id",)
 _PROBS_COLUMNS = ("name", "class", "confidence")
 
 
-def _flat_rows(summary: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Flatten ``box`` into x1..y2 and pick the column order (detect / tracked / classify)."""
+def _flat_rows(summary: list[dict[str, Any]], kind: str | None = None) -> tuple[list[str], list[dict[str, Any]]]:
+    """Flatten ``box`` into x1..y2 and pick the column order: ``kind`` is "detect", "track" or
+    "probs" (``None``: guessed from the first row, "detect" when there is none)."""
     rows = []
     for row in summary:
         flat = {k: v for k, v in row.items() if k != "box"}
         flat.update(row.get("box", {}))
         rows.append(flat)
-    if summary and "box" not in summary[0]:
+    if kind is None:
+        kind = "detect" if not summary else "probs" if "box" not in summary[0] else \
+            "track" if "track_id" in summary[0] else "detect"
+    if kind == "probs":
         return list(_PROBS_COLUMNS), rows
-    columns = list(_DETECT_COLUMNS)
-    if summary and "track_id" in summary[0]:
-        columns += list(_TRACK_COLUMNS)
-    return columns, rows
+    return list(_DETECT_COLUMNS) + (list(_TRACK_COLUMNS) if kind == "track" else []), rows
 
 
-def summary_to_df(summary: list[dict[str, Any]]) -> Any:
+def summary_to_df(summary: list[dict[str, Any]], kind: str | None = None) -> Any:
     """``Results.summary()`` rows -> ``pandas.DataFrame`` (columns as :func:`summary_to_csv`)."""
     try:
         import pandas as pd
     except ImportError as e:
         raise ConfigError("Results.to_df() needs pandas, which is not installed; `pip install pandas`, "
                           "or use Results.to_csv() / summary(), which do not need it") from e
-    columns, rows = _flat_rows(summary)
+    columns, rows = _flat_rows(summary, kind)
     return pd.DataFrame(rows, columns=columns)
 
 
-def summary_to_csv(summary: list[dict[str, Any]]) -> str:
+def summary_to_csv(summary: list[dict[str, Any]], kind: str | None = None) -> str:
     """``Results.summary()`` rows -> CSV text with a header (``name,class,confidence,x1,y1,x2,y2``
     plus ``track_id`` when tracked; ``name,class,confidence`` for classification)."""
-    columns, rows = _flat_rows(summary)
+    columns, rows = _flat_rows(summary, kind)
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return buf.getvalue()
+
+
+def table_kind(r: Results) -> str:
+    """The columns :func:`summary_to_csv` uses for ``r``: "track", "detect" or "probs"."""
+    if r.boxes is None and r.probs is not None:
+        return "probs"
+    return "track" if r.boxes is not None and r.boxes.is_track else "detect"
 
 
 def label_lines(r: Results, *, save_conf: bool) -> list[str]:

@@ -84,6 +84,8 @@ def test_summary_csv_and_df_with_track_ids(monkeypatch) -> None:
     assert lines[1] == "circle,0,0.9,10.0,20.0,50.0,60.0,4"
     with pytest.raises(ConfigError, match="pip install pandas"):
         r.to_df()
+    none_tracked = r[r.boxes.conf > 2]  # a tracked frame with no boxes keeps the track_id column
+    assert none_tracked.to_csv() == "name,class,confidence,x1,y1,x2,y2,track_id\n"
 
 
 def test_to_csv_writes_a_file_and_to_df_hands_pandas_the_rows(tmp_path: Path, monkeypatch) -> None:
