@@ -3,11 +3,13 @@
 The loop owns accumulation, AMP, the optimiser step, checkpointing and resume. The family
 supplies hooks: ``build_net`` (also used to rebuild the head for a new class count),
 ``build_criterion``, ``postprocess`` (validation) and, optionally, ``on_close_mosaic(criterion)``
-(called once when mosaic is switched off for the last ``close_mosaic`` epochs). EMA (:mod:`.ema`), the LR schedule
-(:mod:`.scheduler`), parameter groups (:mod:`.optim`), loggers (:mod:`.loggers`) and graph
-capture are separate modules the loop calls; datasets and loaders (:mod:`.data_setup`) and
-checkpoints / resume (:mod:`.checkpoints`) are mixins of :class:`Trainer`. Nothing happens in
-``__init__``; ``fit()`` does it.
+(called once when mosaic is switched off for the last ``close_mosaic`` epochs). Composed
+modules the loop calls: EMA (:mod:`.ema`), the LR schedule (:mod:`.scheduler`), parameter groups
+(:mod:`.optim`), the optimisation plan (:mod:`.plan`), graph-capture set-up (:mod:`.capture`), the
+epoch bookkeeping (:mod:`.bookkeeping`: running loss means, results rows, ``time_limit``), the run
+folder (:mod:`.run_dir`), seeds and determinism (:mod:`.seeding`) and loggers (:mod:`.loggers`);
+datasets and loaders (:mod:`.data_setup`) and checkpoints / resume (:mod:`.checkpoints`) are
+mixins of :class:`Trainer`. Nothing happens in ``__init__``; ``fit()`` does it.
 
 The forward/backward seam (where CUDA-graph training capture plugs in)::
 
@@ -17,14 +19,9 @@ The forward/backward seam (where CUDA-graph training capture plugs in)::
     loss, items = self.criterion(preds, batch)     # eager, may sync
     self.scaler.scale(loss).backward()             # replays a captured backward when present
 
-``graph_capture`` is None unless ``cuda_graph=True`` and
-``libreyolo.graphs.training.unsupported_reason`` finds nothing against it (family flag
-``SUPPORTS_TRAIN_CUDA_GRAPH``, CUDA device, no DDP); then it is a
-``libreyolo.graphs.training.TrainGraphs``. The loop needs from it ``forward(imgs) -> preds``
-(outputs whose backward runs the captured backward), optionally ``maybe_capture(imgs)`` (called
-first), and ``zero_grad(optimizer)`` (in-place zeroing while a graph is live, SPEC T-7). A
-:class:`~libreyolo.errors.GraphCaptureError` escaping a hook turns capture off for the rest of the
-run with one warning (SPEC T-4); the optimiser step, clipping, EMA and schedule stay eager.
+``graph_capture`` comes from :mod:`.capture` (None unless ``cuda_graph=True`` and nothing
+stands against it; its contract is described there). A :class:`~libreyolo.errors.GraphCaptureError`
+escaping one of its hooks turns capture off for the rest of the run with one warning (SPEC T-4).
 
 Non-finite losses. Without a gradient scaler (fp32, CPU) the batch is checked on the host and
 skipped (every DDP rank skips, or none). With AMP's scaler there is no per-batch host check: a
@@ -52,19 +49,25 @@ import contextlib
 import dataclasses
 import logging
 import math
-import os
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
-import yaml
 from torch import Tensor
 
 from ..errors import ConfigError, GraphCaptureError
+from .bookkeeping import (
+    EpochLosses,
+    close_mosaic_if_due,
+    epoch_row,
+    log_run_start,
+    progress_text,
+    replan_time_limit,
+    run_result,
+)
+from .capture import build_train_capture
 from .checkpoints import CheckpointMixin
 from .config import RESUME_OVERRIDABLE, TrainConfig, resolve_resume  # noqa: F401 (re-exported)
 from .data_setup import DataSetupMixin
@@ -82,8 +85,9 @@ from .distributed import (
 )
 from .ema import ModelEMA
 from .loggers import ResultsLogger
-from .optim import AUTO_SGD_MIN_STEPS, build_optimizer, choose_optimizer
-from .scheduler import LRSchedule, count_optimizer_steps, warmup_iterations
+from .plan import FEW_STEPS, plan_steps  # noqa: F401 (FEW_STEPS re-exported)
+from .run_dir import after_failure, init_run_dir, run_dir_for
+from .seeding import Deterministic, seed_all
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
@@ -91,15 +95,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 # Loss items are read back to the host (progress bar, running means) once every this many batches.
 REFRESH_EVERY = 10
-# fewer optimizer steps than this in a run: one warning with the numbers
-FEW_STEPS = 10
 # with plots=True, the first epoch's first batches are drawn (train_batch<i>.png)
 PLOT_BATCHES = 3
-
-
-def _s(n: int) -> str:
-    """Plural suffix: ``f"{n} epoch{_s(n)}"``."""
-    return "" if n == 1 else "s"
 
 
 def train(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +154,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         self.best_fitness = -math.inf
         self.best_metrics: dict[str, float] = {}
         self.last_metrics: dict[str, float] = {}
-        self._det_state: tuple[bool, bool, bool, bool] | None = None
+        self._deterministic = Deterministic()  # global flags of deterministic=True, restored in teardown
         self.dist: DistContext | None = None  # set in setup() inside a torchrun world
         self.rank_digests: list[str] = []
         self.stale = 0  # epochs since fitness last improved (early stop)
@@ -188,25 +185,17 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         return self._finish()
 
     def _after_failure(self, *, interrupted: bool) -> None:
-        """A run that stops early: say how to resume when a checkpoint exists; remove the run
-        folder this run created when it holds no checkpoint (nothing in it is worth keeping)."""
-        if not self.is_main or self.save_dir is None:
-            return
-        last = self.save_dir / "weights" / "last.pt"
-        if last.is_file():
-            if interrupted:
-                logger.warning("interrupted after epoch %d; resume with: libreyolo train resume=%s  "
-                               "(Python: model.train(resume=%r))", getattr(self, "saved_epochs", self.start_epoch),
-                               last, str(last))
-            return
-        if self._made_run_dir:
-            import shutil
+        """A run that stops early (:func:`~libreyolo.training.run_dir.after_failure`): a resume hint,
+        or the run folder this run created removed when it holds no checkpoint."""
+        if self.is_main and self.save_dir is not None:
+            after_failure(self.save_dir, interrupted=interrupted, created=self._made_run_dir,
+                          saved_epochs=lambda: getattr(self, "saved_epochs", self.start_epoch),
+                          release=self._close_results)
 
-            if getattr(self, "results", None) is not None:
-                self.results.close()  # release its files (TensorBoard events) before removing the folder
-                self.results = None
-            shutil.rmtree(self.save_dir, ignore_errors=True)
-            logger.info("removed %s: the run stopped before its first checkpoint", self.save_dir)
+    def _close_results(self) -> None:
+        if getattr(self, "results", None) is not None:
+            self.results.close()  # release its files (TensorBoard events) before removing the folder
+            self.results = None
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
@@ -243,17 +232,12 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         self.train_net: torch.nn.Module = self.net  # what the loop calls: the DDP wrapper under DDP
         if self.dist is not None:
             self.train_net = wrap_ddp(self.net, self.dist)
-            s = cfg.seed + self.dist.rank  # per-rank global RNG streams from here on
-            random.seed(s)
-            np.random.seed(s)
-            torch.manual_seed(s)
+            seed_all(cfg.seed + self.dist.rank)  # per-rank global RNG streams from here on
         save_dir = None
         if self.is_main:  # rank 0 alone creates the run directory; the others learn its name
-            save_dir = self.resume_path.parent.parent if ckpt is not None else _increment_dir(
-                Path(cfg.project) / cfg.name, exist_ok=cfg.exist_ok)
+            save_dir = run_dir_for(cfg, resume_path=self.resume_path if ckpt is not None else None)
             self._made_run_dir = ckpt is None and not save_dir.exists()
-            (save_dir / "weights").mkdir(parents=True, exist_ok=True)
-            (save_dir / "args.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+            init_run_dir(save_dir, cfg)
         self.save_dir = Path(broadcast_object(str(save_dir), self.dist))
         self.wdir = self.save_dir / "weights"
         self._build_loaders()
@@ -265,36 +249,12 @@ class Trainer(DataSetupMixin, CheckpointMixin):
 
         nb = len(self.train_loader)
         self.nb = nb
-        total_batch = self.batch * (self.dist.world_size if self.dist is not None else 1)
-        self.accumulate = max(round(cfg.nbs / total_batch), 1)
-        wd = cfg.weight_decay * total_batch * self.accumulate / cfg.nbs
-        plan = LRSchedule(epochs=cfg.epochs, lrf=cfg.lrf, cos=cfg.cos_lr,
-                          warmup_iters=warmup_iterations(warmup_epochs=cfg.warmup_epochs, iters_per_epoch=nb,
-                                                         epochs=cfg.epochs),
-                          warmup_bias_lr=cfg.warmup_bias_lr, warmup_momentum=cfg.warmup_momentum,
-                          momentum=cfg.momentum, accumulate=self.accumulate,
-                          nominal_accumulate=max(cfg.nbs / total_batch, 1.0))
-        steps = count_optimizer_steps(plan, iters_per_epoch=nb, epochs=cfg.epochs)
-        choice_steps = steps
-        if ckpt is not None and cfg.optimizer == "auto":  # epochs=N on resume must not switch SGD <-> AdamW
-            saved_groups = ckpt["train_state"]["optimizer"]["param_groups"]
-            choice_steps = 0 if saved_groups and "betas" in saved_groups[0] else AUTO_SGD_MIN_STEPS + 1
-        choice = choose_optimizer(name=cfg.optimizer, lr0=cfg.lr0, momentum=cfg.momentum, nc=self.model.nc,
-                                  total_steps=choice_steps)
-        self.optimizer = build_optimizer(self.net, choice, weight_decay=wd, device=self.device)
-        # A high bias lr destabilises Adam (measured: a tiny shapes run diverges from warmup_bias_lr=0.1):
-        # under AdamW the bias group warms up from 0 like the others unless warmup_bias_lr is given.
-        bias_lr = cfg.warmup_bias_lr if choice.name == "SGD" or "warmup_bias_lr" in self.explicit else 0.0
-        self.schedule = dataclasses.replace(plan, momentum=choice.momentum, warmup_bias_lr=bias_lr)
-        self.total_steps = steps
-        left = count_optimizer_steps(self.schedule, iters_per_epoch=nb, epochs=cfg.epochs,
-                                     start_epoch=int(ckpt["train_state"]["epoch"]) + 1 if ckpt is not None else 0)
-        if left < FEW_STEPS and self.is_main:
-            logger.warning("this run makes only %d optimizer step%s: %d epoch%s x %d batch%s of %d, accumulating up "
-                           "to %d batch%s per step (nbs %d); every epoch ends with a step. For more steps use more "
-                           "epochs or data, or a smaller nbs", left, _s(left), cfg.epochs, _s(cfg.epochs), nb,
-                           "es" if nb != 1 else "", total_batch, self.accumulate, "es" if self.accumulate != 1 else "",
-                           cfg.nbs)
+        plan = plan_steps(cfg, net=self.net, nc=self.model.nc, batch=self.batch,
+                          world_size=self.dist.world_size if self.dist is not None else 1, nb=nb,
+                          explicit=self.explicit, device=self.device,
+                          train_state=ckpt["train_state"] if ckpt is not None else None, warn=self.is_main)
+        self.accumulate, self.optimizer = plan.accumulate, plan.optimizer
+        self.schedule, self.total_steps = plan.schedule, plan.total_steps
         self.amp_dtype = None
         if cfg.amp and self.device.type == "cuda":
             self.amp_dtype = torch.bfloat16 if cfg.amp_dtype == "bfloat16" else torch.float16
@@ -307,47 +267,21 @@ class Trainer(DataSetupMixin, CheckpointMixin):
                                       start_epoch=self.start_epoch) if self.is_main else None)
         self._setup_graph_capture()
         self._restore_rng()  # a resumed run continues the saved random streams (no-op otherwise)
-        sync = any(isinstance(m, torch.nn.SyncBatchNorm) for m in self.net.modules())
-        ddp = (f", DDP {self.dist.world_size} processes x batch {self.batch} ({self.dist.backend}"
-               f"{', SyncBatchNorm' if sync else ''})" if self.dist is not None else "")
-        logger.info("training %s-%s on %s: %d epoch%s from %d, batch %d%s (accumulate %d after a %d-iteration "
-                    "warm-up, nbs %d; %d optimizer steps), imgsz %d, device %s, amp %s -> %s", self.model.FAMILY,
-                    self.model.size, cfg.data, cfg.epochs, _s(cfg.epochs), self.start_epoch + 1, cfg.batch, ddp,
-                    self.accumulate, self.schedule.warmup_iters, cfg.nbs, self.total_steps, cfg.imgsz, self.device,
-                    self.amp_dtype, self.save_dir)
+        log_run_start(self)
 
     def _seed(self) -> None:
-        s = self.cfg.seed
-        random.seed(s)
-        np.random.seed(s)
-        torch.manual_seed(s)
+        seed_all(self.cfg.seed)
         if self.cfg.deterministic:
-            self._det_state = (torch.are_deterministic_algorithms_enabled(),
-                               torch.is_deterministic_algorithms_warn_only_enabled(),
-                               torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-            torch.use_deterministic_algorithms(True, warn_only=True)
-            torch.backends.cudnn.deterministic = True
-            torch.backends.cudnn.benchmark = False
+            self._deterministic.enable()
 
     def _setup_graph_capture(self) -> None:
         if not self.cfg.cuda_graph:
             return
-        try:
-            from ..graphs.training import TrainGraphs, unsupported_reason
-        except ImportError as e:
-            logger.warning("training eager: cuda_graph=True ignored because training capture is unavailable (%s)", e)
-            return
-        reason = unsupported_reason(self.model, device=self.device, distributed=self.dist is not None)
-        if self.dist is not None and reason is not None and "distributed" not in reason:
-            reason = f"distributed training (DDP) is not captured (also: {reason})"
-        # A family split at a seam (SPEC G-9) names its capturable training trunk; the rest of its
-        # forward (e.g. a denoising decoder) runs inside its criterion, eager.
-        stages = self.model.train_stages()
-        target = stages[0].fn if stages and stages[0].capturable else self.net
-        capture = TrainGraphs(target, requested=True, amp_dtype=self.amp_dtype, reason=reason)  # logs one line
-        self.graph_capture = capture if capture.enabled else None
-        self._graph_report = capture  # kept after a fallback too: the result says what happened
+        capture, report = build_train_capture(self.model, net=self.net, device=self.device, amp_dtype=self.amp_dtype,
+                                              distributed=self.dist is not None)
+        if report is not None:
+            self.graph_capture = capture
+            self._graph_report = report  # kept after a fallback too: the result says what happened
 
     # ------------------------------------------------------------------ the loop
     def _eager_forward(self, imgs: Tensor) -> Any:
@@ -383,17 +317,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             cfg = self.cfg
             self.epoch = epoch
             t_epoch = time.perf_counter()
-            if cfg.close_mosaic and epoch >= cfg.epochs - cfg.close_mosaic and self.train_ds.mosaic_enabled:
-                left = cfg.epochs - epoch
-                if epoch == 0:
-                    logger.info("mosaic off for the whole run (close_mosaic=%d covers all %d epoch%s)",
-                                cfg.close_mosaic, cfg.epochs, _s(cfg.epochs))
-                else:
-                    logger.info("closing mosaic for the last %d epoch%s", left, _s(left))
-                self.train_ds.close_mosaic()
-                hook = getattr(self.model, "on_close_mosaic", None)  # family hook, e.g. extra loss terms
-                if hook is not None:
-                    hook(self.criterion)
+            close_mosaic_if_due(cfg, epoch=epoch, train_ds=self.train_ds, model=self.model, criterion=self.criterion)
             self.train_ds.set_epoch(epoch)
             if self.train_sampler is not None:
                 self.train_sampler.set_epoch(epoch)
@@ -418,15 +342,8 @@ class Trainer(DataSetupMixin, CheckpointMixin):
                 self.stale += 1
             self.last_metrics = metrics
             self._save(epoch, metrics, best=improved)
-            row: dict[str, float] = {"epoch": epoch + 1}
-            row.update({f"train/{n}_loss": float(v) for n, v in zip(self._loss_names(), losses.tolist(), strict=False)})
-            for k in ("precision", "recall", "mAP50", "mAP50-95", "top1", "top5"):
-                if k in metrics:
-                    row[f"metrics/{k}"] = metrics[k]
-            row.update({f"val/{n}_loss": v for n, v in getattr(metrics, "losses", {}).items()})
-            row.update({f"lr/pg{i}": g["lr"] for i, g in enumerate(self.optimizer.param_groups)})
-            row["time/epoch_s"] = train_s
-            row["time/images_per_s"] = len(self.train_ds) / max(train_s, 1e-9)
+            row = epoch_row(epoch=epoch, names=self._loss_names(), losses=losses, metrics=metrics,
+                            optimizer=self.optimizer, train_s=train_s, n_images=len(self.train_ds))
             assert self.results is not None  # rank 0
             self.results.log(row)
             for cb in self.callbacks:  # rank 0 only under DDP
@@ -444,27 +361,11 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             epoch += 1
 
     def _replan(self, epoch: int, *, elapsed: float, last_epoch_s: float) -> bool:
-        """Fit the run into ``time_limit`` seconds of epoch loop; False = stop now.
-
-        From the second epoch of this run on, the remaining epoch count is cut to what the last
-        epoch's wall time (training + validation + checkpoint) says still fits, and the LR
-        schedule and close_mosaic follow the new end. Never grows the run.
-        """
-        cfg = self.cfg
-        remaining = cfg.time_limit - elapsed
-        if epoch + 1 >= cfg.epochs:
-            return True
-        if remaining < last_epoch_s:
-            logger.warning("time_limit %.0f s: stopping after epoch %d of %d", cfg.time_limit, epoch + 1, cfg.epochs)
-            return False
-        if epoch > self.start_epoch:
-            fits = epoch + 1 + int(remaining // max(last_epoch_s, 1e-6))
-            if fits < cfg.epochs:
-                logger.info("time_limit %.0f s: %d epochs fit instead of %d; schedule shortened", cfg.time_limit,
-                            fits, cfg.epochs)
-                self.cfg = dataclasses.replace(cfg, epochs=fits)
-                self.schedule = dataclasses.replace(self.schedule, epochs=fits)
-        return True
+        """Fit the run into ``time_limit`` seconds of epoch loop; False = stop now
+        (:func:`~libreyolo.training.bookkeeping.replan_time_limit`; ``cfg`` and ``schedule`` follow)."""
+        go, self.cfg, self.schedule = replan_time_limit(self.cfg, self.schedule, epoch=epoch, start_epoch=self.start_epoch,
+                                                        elapsed=elapsed, last_epoch_s=last_epoch_s)
+        return go
 
     def _loss_names(self) -> tuple[str, ...]:
         return tuple(getattr(self.model, "LOSS_NAMES", ())) or ("loss",)
@@ -477,10 +378,8 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         names = self._loss_names()
         # Loss items stay on the device and are read every REFRESH_EVERY batches (and at the end):
         # a host read per batch would stall the launch queue every step.
-        sums: Tensor | None = None  # sum of finite per-batch items
-        n_finite: Tensor | None = None  # number of batches with a finite loss
-        mloss: Tensor | None = None
-        skipped_seen = host_skipped = 0
+        meter = EpochLosses(names)
+        host_skipped = 0
         bar = tqdm(enumerate(self.train_loader), total=nb, disable=not (cfg.verbose and self.is_main),
                    dynamic_ncols=True,
                    desc=f"{epoch + 1}/{cfg.epochs}", leave=True)
@@ -524,41 +423,15 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             if step:
                 self._optimizer_step()
                 self.last_opt_step = ni
-            with torch.no_grad():  # device-side running sums: no host read, a handful of small kernels
-                items = items.detach().float()
-                ok = torch.isfinite(items).all()
-                if sums is None or n_finite is None:
-                    sums, n_finite = torch.zeros_like(items), torch.zeros((), device=items.device)
-                sums.add_(torch.where(ok, items, 0.0))
-                n_finite.add_(ok)
+            meter.add(items)  # device-side running sums: no host read
             if i % REFRESH_EVERY == 0 or i == nb - 1:
-                mloss, skipped_seen = self._report_items(bar, epoch, sums, n_finite, seen=i + 1 - host_skipped,
-                                                         skipped_before=skipped_seen, names=names, imgs=imgs,
-                                                         batch=batch)
+                mloss = meter.report(epoch=epoch, seen=i + 1 - host_skipped)
+                if cfg.verbose and self.is_main:
+                    bar.set_description(progress_text(epoch=epoch, epochs=cfg.epochs, names=names, mloss=mloss,
+                                                      device=self.device, imgs=imgs, batch=batch))
         bar.close()
         self.last_opt_step = nb * (epoch + 1) - 1  # the next epoch opens a new window (even after a skipped batch)
-        if sums is not None and n_finite is not None:  # the final value (a skipped last batch left it stale)
-            mloss = (sums / n_finite.clamp(min=1.0)).cpu()
-        return mloss if mloss is not None else torch.zeros(len(names))
-
-    def _report_items(self, bar: Any, epoch: int, sums: Tensor, n_finite: Tensor, *, seen: int,
-                      skipped_before: int, names: tuple[str, ...], imgs: Tensor,
-                      batch: dict[str, Any]) -> tuple[Tensor, int]:
-        """(mean loss items so far, batches the scaler skipped so far), with one host read; warns
-        about newly skipped batches and refreshes the progress bar."""
-        cfg = self.cfg
-        n = float(n_finite)
-        mloss = (sums / max(n, 1.0)).cpu()
-        skipped = seen - int(n)
-        if skipped > skipped_before:
-            logger.warning("non-finite loss in %d batch(es) of epoch %d so far: the gradient scaler skipped "
-                           "those optimizer steps", skipped, epoch + 1)
-        if cfg.verbose and self.is_main:
-            mem = f"{torch.cuda.memory_reserved(self.device) / 2**30:.2f}G" if self.device.type == "cuda" else "-"
-            desc = " ".join(f"{k}={v:.3f}" for k, v in zip(names, mloss.tolist(), strict=False))
-            bar.set_description(f"{epoch + 1}/{cfg.epochs} mem={mem} {desc} inst={int(batch['cls'].numel())} "
-                                f"size={imgs.shape[-1]}")
-        return mloss, skipped
+        return meter.final()
 
     def _optimizer_step(self) -> None:
         self.scaler.unscale_(self.optimizer)
@@ -593,7 +466,6 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         if i == 0 and labels is not None:
             plot_labels(labels, self.model.names, self.save_dir / "train_labels.png")
 
-    # ------------------------------------------------------------------ checkpoints
     # ------------------------------------------------------------------ end
     def teardown(self) -> None:
         """Release loaders, loggers and the process group (also after an exception or KeyboardInterrupt)."""
@@ -607,11 +479,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         if self.dist is not None and any(isinstance(m, torch.nn.SyncBatchNorm) for m in self.model.net.modules()):
             self.model.net = self.net = revert_sync_batchnorm(self.model.net)
         cleanup_distributed(self.dist)
-        if self._det_state is not None:
-            det, warn_only, cudnn_det, cudnn_bench = self._det_state
-            torch.use_deterministic_algorithms(det, warn_only=warn_only)
-            torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = cudnn_det, cudnn_bench
-            self._det_state = None
+        self._deterministic.restore()
 
     def _finish(self) -> dict[str, Any]:
         from ..io.checkpoint import load_state_into, read_checkpoint
@@ -622,24 +490,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         self.model.net.eval()
         self.model.ckpt_path = str(src)
         self.model.train_args = self.cfg.to_dict()
-        out: dict[str, Any] = dict(self.best_metrics or self.last_metrics)
-        out.update(save_dir=str(self.save_dir), best=str(best) if best.is_file() else None,
-                   last=str(self.wdir / "last.pt"), epochs=self.epoch + 1)
-        if self.dist is not None:
-            out.update(world_size=self.dist.world_size, rank_digests=list(self.rank_digests))
-        report = getattr(self, "_graph_report", None)
-        if report is not None:  # cuda_graph=True: captured shapes and replays, or why it ran eager
-            out["cuda_graph"] = report.info()
-        logger.info("training done: %s; results in %s", {k: round(v, 4) for k, v in out.items()
-                                                          if isinstance(v, float)}, self.save_dir)
-        return out
+        return run_result(metrics=self.best_metrics or self.last_metrics, save_dir=self.save_dir, wdir=self.wdir,
+                          epochs=self.epoch + 1, dist=self.dist, rank_digests=self.rank_digests,
+                          graph_report=getattr(self, "_graph_report", None))
 
-
-def _increment_dir(path: Path, *, exist_ok: bool) -> Path:
-    """``runs/detect/train`` -> the first of train, train2, train3, ... that does not exist."""
-    if exist_ok or not path.exists():
-        return path
-    n = 2
-    while (path.parent / f"{path.name}{n}").exists():
-        n += 1
-    return path.parent / f"{path.name}{n}"
