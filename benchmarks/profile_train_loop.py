@@ -32,7 +32,8 @@ BUCKETS = {  # substring of a profiled function's name -> bucket
     "_tensor.py:backward": "backward",
     "trainer.py:_optimizer_step": "optimizer step (unscale, clip, step, EMA)",
     "ema.py:update": "EMA update",
-    "trainer.py:_report_items": "progress / loss read-back",
+    "bookkeeping.py:report": "progress / loss read-back",
+    "bookkeeping.py:progress_text": "progress / loss read-back",
     "scheduler.py:apply": "LR schedule",
 }
 

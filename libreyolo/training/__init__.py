@@ -1,1 +1,2 @@
-"""Training: the loop (trainer.py) and the modules it calls (optim, scheduler, ema, loggers)."""
+"""Training: the loop (trainer.py) and the modules it calls (plan, capture, bookkeeping, run_dir,
+seeding, optim, scheduler, ema, loggers, distributed)."""
