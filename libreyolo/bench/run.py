@@ -273,7 +273,7 @@ def _graph_arm(fam: Family, x: torch.Tensor, *, amp: torch.dtype | None, dev: to
 def _compile_arm(fam: Family, x: torch.Tensor, *, amp: torch.dtype | None, dev: torch.device, warmup: int,
                  iters: int) -> dict[str, Any]:
     """torch.compile(mode="reduce-overhead") of the same stage chain; any failure is recorded."""
-    from ..graphs.runner import _autocast
+    from ..device import autocast
     from ..graphs.seam import run_eager
 
     stages = fam.forward_stages()
@@ -282,7 +282,7 @@ def _compile_arm(fam: Family, x: torch.Tensor, *, amp: torch.dtype | None, dev: 
         compiled = torch.compile(lambda t: run_eager(stages, t), mode="reduce-overhead")
 
         def step() -> Any:
-            with torch.inference_mode(), _autocast(dev, amp):
+            with torch.inference_mode(), autocast(dev, amp):
                 return compiled(x)
 
         t0 = time.perf_counter()

@@ -6,7 +6,6 @@ capability ``OUTPUT_KIND`` is ``"probs"``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -14,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
+
+from ..device import autocast
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
@@ -61,9 +62,7 @@ def run_classify_validation(*, model: Family, net: torch.nn.Module, loader: Iter
             for batch in tqdm(loader, desc="val", leave=False, disable=not progress, dynamic_ncols=True):
                 imgs = batch["img"].to(device, non_blocking=True).float().div_(255.0)
                 t0 = time.perf_counter()
-                ctx = (torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None
-                       else contextlib.nullcontext())
-                with ctx:
+                with autocast(device, amp_dtype, cache=True):
                     raw = net(imgs)
                 probs = torch.stack(model.postprocess(raw, conf=0.0, iou=0.0, classes=None, max_det=1, agnostic=False))
                 if device.type == "cuda":

@@ -19,7 +19,6 @@ pictures of :mod:`libreyolo.engine.val_plots`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -34,6 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..device import autocast
 from ..errors import ConfigError, check_keys, empty_value
 from ..ops.boxes import scale_boxes, xywh_to_xyxy
 from . import metrics as M
@@ -238,9 +238,7 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
                 imgs = batch["img"].to(device, non_blocking=True).float().div_(255.0)
                 sync()
                 t1 = time.perf_counter()
-                ctx = (torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None
-                       else contextlib.nullcontext())
-                with ctx:
+                with autocast(device, amp_dtype, cache=True):
                     raw = net(imgs)
                 sync()
                 t2 = time.perf_counter()

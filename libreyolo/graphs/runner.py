@@ -15,7 +15,6 @@ Two halves, so that the decisions are testable without a GPU:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -28,6 +27,7 @@ import torch
 from torch import Tensor
 
 from .. import env
+from ..device import autocast
 from ..errors import ConfigError, GraphCaptureError
 from .recovery import no_gc, recover_after_failed_capture
 from .seam import Stage, TreeSpec, flatten, unflatten
@@ -200,12 +200,6 @@ class GraphEntry:
                 "warmup_ms": round(self.warmup_ms, 3), "stages": stages}
 
 
-def _autocast(device: torch.device, amp_dtype: torch.dtype | None) -> Any:
-    if amp_dtype is None or amp_dtype == torch.float32:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=amp_dtype, cache_enabled=False)
-
-
 def _param_sentinel(net: torch.nn.Module) -> tuple[Any, ...]:
     """(net, first/last parameter owner, name, address): cheap proof that parameters did not move."""
     owners = [(m, n) for m in net.modules() for n, p in m._parameters.items() if p is not None]
@@ -232,7 +226,7 @@ def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: 
     x (Tensor[B, 3, H, W] on CUDA): the batch whose output is returned (one replay per stage).
     """
     device = x.device
-    with torch.cuda.device(device), torch.inference_mode(), _autocast(device, amp_dtype):
+    with torch.cuda.device(device), torch.inference_mode(), autocast(device, amp_dtype):
         t0 = time.perf_counter()
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
@@ -272,7 +266,7 @@ def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: 
 
 def _replay_entry(entry: GraphEntry, x: Tensor, amp_dtype: torch.dtype | None) -> Any:
     """Copy in, replay each captured stage (eager stages in between), copy out. Caller holds the lock."""
-    with torch.inference_mode(), _autocast(x.device, amp_dtype):
+    with torch.inference_mode(), autocast(x.device, amp_dtype):
         val: Any = x
         for step in entry.steps:
             if isinstance(step, Stage):

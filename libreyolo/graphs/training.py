@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..device import autocast
 from .recovery import no_gc, recover_after_failed_capture
 
 logger = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ class _AutocastForward(nn.Module):
     def forward(self, x: Tensor) -> Any:
         if self.amp_dtype is None:
             return self.net(x)
-        with torch.autocast("cuda", dtype=self.amp_dtype, cache_enabled=False):
+        with autocast("cuda", self.amp_dtype):
             return self.net(x)
 
 

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from ..device import autocast
 from ..errors import ConfigError, GraphCaptureError
 from .bookkeeping import (
     EpochLosses,
@@ -285,9 +286,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
 
     # ------------------------------------------------------------------ the loop
     def _eager_forward(self, imgs: Tensor) -> Any:
-        ctx = (torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype is not None
-               else contextlib.nullcontext())
-        with ctx:
+        with autocast(self.device, self.amp_dtype, cache=True):
             return self.train_net(imgs)
 
     def _forward(self, imgs: Tensor) -> Any:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import torch
 from torch import Tensor, nn
 
+from ...device import autocast, select_device  # noqa: F401 - select_device re-exported (older imports)
 from ...errors import ConfigError, keyword_checked
 from ...graphs.seam import Stage
 
@@ -270,7 +271,7 @@ class Family:
         """The eager contract every replay must equal bit for bit."""
         from ...graphs.seam import run_eager
 
-        with torch.inference_mode(), _autocast(x.device, amp_dtype):
+        with torch.inference_mode(), autocast(x.device, amp_dtype):
             return run_eager(self.predict_stages() if decoded else self.forward_stages(), x)
 
     # ------------------------------------------------------------------ CUDA graphs (G-3)
@@ -297,36 +298,17 @@ class Family:
             >>> model = LibreYOLO("LibreYOLO9t.pt").to("cuda")  # doctest: +SKIP
             >>> model.capture_graph(imgsz=(480, 640), batch=1, half=True)  # doctest: +SKIP
         """
-        from ...ops.letterbox import check_imgsz
+        from .inference import capture_prediction_graph
 
-        hw = check_imgsz(imgsz if imgsz is not None else self.imgsz, stride=self.stride)
-        if not isinstance(batch, int) or batch < 1:
-            raise ConfigError(f"batch must be a positive int, got {batch!r}")
-        if half is None:
-            half = dtype is not None and dtype != torch.float32
-        twin = self.prepared(half=bool(half), fuse=fuse)
-        from .inference import channels_last, half_dtype, input_dtype
-
-        fmt = torch.channels_last if channels_last(twin) else torch.contiguous_format
-        # as predict: a twin that keeps fp32 weights for half=True runs under autocast
-        amp = half_dtype(self.device) if half and input_dtype(twin) == torch.float32 else None
-        return twin.graphs.capture((batch, 3, *hw), amp_dtype=amp, input_dtype=input_dtype(twin),
-                                   decoded=bool(twin.DECODE_TOPK), memory_format=fmt)
+        return capture_prediction_graph(self, imgsz=imgsz, batch=batch, dtype=dtype, half=half, fuse=fuse)
 
     def graph_info(self) -> dict[str, Any]:
         """Captured graphs (shape, dtype, device, replays, capture ms) and eager-fallback reasons.
 
         After ``predict`` these are the prepared model's graphs (see :meth:`prepared`)."""
-        twin_graphs = self._prep.graphs_of_twin() if self._prep is not None else None
-        g = twin_graphs if twin_graphs is not None else self.graphs
-        info = g.info()
-        twin = self._prep.twin if self._prep is not None else None
-        if twin is not None:
-            from .inference import channels_last, input_dtype
+        from .inference import prediction_graph_info
 
-            info["prepared"] = {"fused": bool(twin.fused), "dtype": str(input_dtype(twin)).removeprefix("torch."),
-                                "channels_last": channels_last(twin), "decode_in_graph": bool(twin.DECODE_TOPK)}
-        return info
+        return prediction_graph_info(self)
 
     def release_graphs(self) -> None:
         """Free every captured graph and its memory pool (the prepared model's too)."""
@@ -516,36 +498,3 @@ def _normalise_names(names: dict[int, str] | list[str] | None, nc: int) -> dict[
     if sorted(names) != list(range(nc)):
         raise ConfigError(f"names must cover class ids 0..{nc - 1}, got {len(names)} entries")
     return names
-
-
-def select_device(device: str | int | torch.device | None) -> torch.device:
-    """Parse a device argument: None/'' (CUDA if present, else CPU), 'cpu', 'cuda', 0, '0', 'cuda:1'."""
-    if device is None or device == "":
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    if isinstance(device, torch.device):
-        d = device
-    elif isinstance(device, int) or (isinstance(device, str) and device.isdigit()):
-        d = torch.device(f"cuda:{int(device)}")
-    elif isinstance(device, str):
-        try:
-            d = torch.device(device)
-        except RuntimeError as e:
-            raise ConfigError(f"invalid device {device!r}: {e}") from e
-    else:
-        raise ConfigError(f"invalid device {device!r}")
-    if d.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"device {device!r} asks for CUDA, but torch sees no CUDA GPU; use device='cpu'")
-        if d.index is None:
-            d = torch.device("cuda", torch.cuda.current_device())
-        if d.index >= torch.cuda.device_count():
-            raise ConfigError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) present")
-    return d
-
-
-def _autocast(device: torch.device, dtype: torch.dtype | None) -> Any:
-    import contextlib
-
-    if dtype is None or dtype == torch.float32:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=False)

@@ -200,3 +200,37 @@ class _Benchmark:
 
 
 _BENCHMARK = _Benchmark()
+
+
+# --------------------------------------------------------------------------- Family's graph verbs
+def capture_prediction_graph(model: Family, *, imgsz: Any, batch: int, dtype: torch.dtype | None,
+                             half: bool | None, fuse: bool) -> dict[str, Any]:
+    """``Family.capture_graph``: capture on the prepared twin the graph ``predict`` replays (network
+    + decode) for a ``(batch, 3, *imgsz)`` input, under autocast where the twin keeps fp32 weights
+    for ``half`` (as predict does); returns its ``graph_info()`` row."""
+    from ...errors import ConfigError
+    from ...ops.letterbox import check_imgsz
+
+    hw = check_imgsz(imgsz if imgsz is not None else model.imgsz, stride=model.stride)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ConfigError(f"batch must be a positive int, got {batch!r}")
+    if half is None:
+        half = dtype is not None and dtype != torch.float32
+    twin = model.prepared(half=bool(half), fuse=fuse)
+    fmt = torch.channels_last if channels_last(twin) else torch.contiguous_format
+    amp = half_dtype(model.device) if half and input_dtype(twin) == torch.float32 else None
+    return twin.graphs.capture((batch, 3, *hw), amp_dtype=amp, input_dtype=input_dtype(twin),
+                               decoded=bool(twin.DECODE_TOPK), memory_format=fmt)
+
+
+def prediction_graph_info(model: Family) -> dict[str, Any]:
+    """``Family.graph_info``: the prepared twin's graphs once it exists (else the model's own), with
+    a ``prepared`` entry saying how the twin was prepared."""
+    prep = model._prep
+    twin_graphs = prep.graphs_of_twin() if prep is not None else None
+    info = (twin_graphs if twin_graphs is not None else model.graphs).info()
+    twin = prep.twin if prep is not None else None
+    if twin is not None:
+        info["prepared"] = {"fused": bool(twin.fused), "dtype": str(input_dtype(twin)).removeprefix("torch."),
+                            "channels_last": channels_last(twin), "decode_in_graph": bool(twin.DECODE_TOPK)}
+    return info
