@@ -195,3 +195,20 @@ def test_criterion_without_boxes_scores_background_only() -> None:
     assert torch.isfinite(total) and items[0] > 0 and items[1] == 0 and items[2] == 0
     total.backward()
     assert dec.dec_score_head[0].weight.grad is not None and dec.dec_score_head[0].weight.grad.abs().sum() > 0
+
+
+def test_linear_sum_assignment_at_detr_size_is_optimal_against_an_independent_check() -> None:
+    # 300 queries x 40 ground truths: the optimal cost is unique with probability 1 for random
+    # costs, and a primal-dual bound checks it without trusting any solver: with the solver's
+    # assignment, no single swap of two assigned rows, nor moving one to a free row, lowers it.
+    rng = np.random.default_rng(7)
+    cost = rng.random((40, 300))
+    rows, cols = linear_sum_assignment(cost)
+    assert rows.dtype == cols.dtype == np.int64 and len(rows) == 40 and np.all(np.diff(rows) > 0)
+    total = cost[rows, cols].sum()
+    free = np.setdiff1d(np.arange(300), cols)
+    for a in range(40):
+        assert cost[rows[a], free].min() >= cost[rows[a], cols[a]] - 1e-12
+        for b in range(a + 1, 40):
+            swapped = total - cost[rows[a], cols[a]] - cost[rows[b], cols[b]] + cost[rows[a], cols[b]] + cost[rows[b], cols[a]]
+            assert swapped >= total - 1e-12
