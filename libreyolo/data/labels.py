@@ -19,7 +19,9 @@ model):
   naming it.
 * no usable image at all -> :class:`~libreyolo.errors.DatasetError`.
 
-Cache: the scan result is stored in ``<labels folder>.cache`` (e.g. ``labels/train.cache``),
+Cache: the scan result is stored in ``<labels folder>.libreyolo.cache`` (e.g.
+``labels/train.libreyolo.cache``; other tools write ``labels/train.cache`` in the same folder, which
+is never read, written or removed here),
 an ``.npz`` file read with ``allow_pickle=False``, keyed by a hash of every image and label
 path with its size and modification time, ``nc`` and :data:`CACHE_VERSION`. Any change
 invalidates it; an unreadable cache is rebuilt; a read-only dataset folder just runs without
@@ -45,6 +47,8 @@ from ..errors import DatasetError
 logger = logging.getLogger(__name__)
 
 CACHE_VERSION = 1
+# the label cache file name ends so: a name no other tool writes (Ultralytics writes labels/<split>.cache)
+CACHE_SUFFIX = ".libreyolo.cache"
 TOLERANCE = 1e-3
 _MAX_NAMED = 10
 
@@ -172,8 +176,8 @@ def _is_whole_folder(img_files: list[Path]) -> bool:
 def default_cache_path(img_files: list[Path], *, cache_dir: Path | None) -> Path:
     """Where the label cache of ``img_files`` lives.
 
-    ``<labels folder>.cache`` next to the labels when the files are one whole image folder;
-    otherwise (list files, several folders) ``<labels folder>-<hash of the file list>.cache``, so
+    ``<labels folder>.libreyolo.cache`` next to the labels when the files are one whole image folder;
+    otherwise (list files, several folders) ``<labels folder>-<hash of the file list>.libreyolo.cache``, so
     that two splits listed from the same folder keep separate caches. With ``cache_dir``, the
     file goes there, its name made unique by the labels folder path.
     """
@@ -184,9 +188,9 @@ def default_cache_path(img_files: list[Path], *, cache_dir: Path | None) -> Path
         listing = hashlib.sha256("\n".join(sorted(map(str, files))).encode()).hexdigest()[:8]
         stem = f"{stem}-{listing}"
     if cache_dir is None:
-        return labels_dir.with_name(stem + ".cache")
+        return labels_dir.with_name(stem + CACHE_SUFFIX)
     tag = hashlib.sha256(str(labels_dir).encode()).hexdigest()[:10]
-    return Path(cache_dir) / f"{stem}-{tag}.cache"
+    return Path(cache_dir) / f"{stem}-{tag}{CACHE_SUFFIX}"
 
 
 def _scan_one(f: Path, nc: int) -> tuple[tuple[int, int] | None, str, np.ndarray | None]:

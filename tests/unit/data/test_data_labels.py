@@ -65,7 +65,24 @@ def test_scan_reads_labels_and_writes_cache(tmp_path: Path, write_image, write_t
     assert idx.im_files == [str(f) for f in files]
     assert idx.shapes.tolist() == [[48, 64]] * 3
     assert [a[:, 0].tolist() for a in idx.labels] == [[0.0], [1.0], [0.0]]
-    assert (tmp_path / "labels" / "train.cache").is_file()
+    assert (tmp_path / "labels" / "train.libreyolo.cache").is_file()
+    assert not (tmp_path / "labels" / "train.cache").exists()
+
+
+def test_another_tools_cache_is_left_alone(tmp_path: Path, write_image, write_text, monkeypatch) -> None:
+    """``labels/train.cache`` (Ultralytics' name) is neither read nor rewritten: both tools keep their caches."""
+    files = _dataset(tmp_path, write_image, write_text)
+    foreign = tmp_path / "labels" / "train.cache"
+    foreign.write_bytes(b"another tool's cache")
+    scan_labels(files, nc=2)
+    assert foreign.read_bytes() == b"another tool's cache"
+
+    def boom(*a, **k):
+        raise AssertionError("scanned although our cache is valid")
+
+    monkeypatch.setattr(labels_mod, "_scan_one", boom)
+    assert len(scan_labels(files, nc=2).im_files) == 3  # ours is read back
+    assert foreign.read_bytes() == b"another tool's cache"
 
 
 def test_bad_label_in_scan_raises(tmp_path: Path, write_image, write_text) -> None:
@@ -166,7 +183,7 @@ def test_list_splits_of_one_folder_get_separate_caches(tmp_path: Path, write_ima
     c_train = default_cache_path(train, cache_dir=None)
     c_val = default_cache_path(val, cache_dir=None)
     c_all = default_cache_path(files, cache_dir=None)
-    assert c_all == tmp_path / "labels" / "train.cache"  # the whole folder: plain name
+    assert c_all == tmp_path / "labels" / "train.libreyolo.cache"  # the whole folder: plain name
     assert len({c_train, c_val, c_all}) == 3 and c_train.parent == tmp_path / "labels"
     scan_labels(train, nc=2, cache_path=c_train)
     scan_labels(val, nc=2, cache_path=c_val)
