@@ -2,10 +2,11 @@
 
 A mixin of :class:`libreyolo.training.trainer.Trainer`. ``last.pt`` is written every epoch with the
 full training state (network, optimizer, EMA, scaler, schedule, counters) so that ``resume=True``
-continues where the run stopped; ``best.pt`` holds the EMA weights and metrics only. Both go
-through :func:`libreyolo.io.checkpoint.save_model` (temporary file, fsync, rename), so a kill
-mid-save never leaves a corrupt file; the temporary files a kill leaves behind
-(``.last.pt.*.tmp``) are removed at the start of the next save or resume.
+continues where the run stopped; a run that trains all its epochs strips it to the final weights,
+args and metrics at the end. ``best.pt`` holds the EMA weights and metrics only. Both go through
+:func:`libreyolo.io.checkpoint.save_model` (temporary file, fsync, rename), so a kill mid-save
+never leaves a corrupt file; the temporary files a kill leaves behind (``.last.pt.*.tmp``) are
+removed at the start of the next save or resume.
 
 Resume reproduces the uninterrupted run exactly (bit for bit on the CPU) at epoch boundaries,
 because an epoch boundary is a clean cut: every epoch ends with an optimizer step (no gradient is
@@ -96,10 +97,22 @@ class CheckpointMixin:
     def _weights(self) -> dict[str, Tensor]:
         return (self.ema.module if self.ema is not None else self.net).state_dict()
 
+    def _common(self, epoch: int, metrics: dict[str, float]) -> dict[str, Any]:
+        return {"train_args": self.cfg.to_dict(), "epoch": epoch, "metrics": dict(metrics)}
+
+    def _strip_last(self) -> None:
+        """A run that trained all its epochs: ``last.pt`` is rewritten with the final weights, args and
+        metrics but no ``train_state`` (optimizer, EMA, RNG: most of its size), like ``best.pt``. A run
+        stopped early (interrupt, error, ``time_limit``, ``patience``) keeps it resumable."""
+        from ..io.checkpoint import save_model
+
+        save_model(self.model, self.wdir / "last.pt", state_dict=self._weights(),
+                   extra=self._common(self.epoch, getattr(self, "last_metrics", {})))
+
     def _save(self, epoch: int, metrics: dict[str, float], *, best: bool) -> None:
         from ..io.checkpoint import save_model
 
-        common = {"train_args": self.cfg.to_dict(), "epoch": epoch, "metrics": dict(metrics)}
+        common = self._common(epoch, metrics)
         state = {
             "epoch": epoch,
             "best_fitness": self.best_fitness,

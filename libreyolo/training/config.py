@@ -171,8 +171,9 @@ def resolve_resume(cfg: TrainConfig, explicit: set[str]) -> tuple[Path, dict[str
         path = found[-1]
     ckpt = read_checkpoint(path)
     if "train_state" not in ckpt or "train_args" not in ckpt:
-        raise CheckpointError(f"{str(path)!r} holds no training state (a best.pt or a stripped checkpoint); "
-                              "resume from weights/last.pt of an unfinished run")
+        raise CheckpointError(f"{str(path)!r} holds no training state (a best.pt, or the "
+                              "last.pt of a run that finished all its epochs); resume from weights/last.pt of an "
+                              f"unfinished run, or start a new run from these weights (model={path})")
     saved = {k: v for k, v in dict(ckpt["train_args"]).items() if k in TrainConfig.keys()}
     base = TrainConfig.from_overrides({k: v for k, v in saved.items() if k != "resume"})
     refused = sorted(k for k in explicit if k in TrainConfig.keys() and k not in RESUME_OVERRIDABLE

@@ -36,7 +36,7 @@ Classification models (``OUTPUT_KIND == "probs"``) read ImageFolder datasets
 best.pt by top-1 accuracy.
 
 Outputs (``runs/detect/<name>/``): ``weights/last.pt`` (every epoch, atomic, with the full
-training state for ``resume``), ``weights/best.pt`` (best fitness = 0.1 mAP50 + 0.9 mAP50-95,
+training state for ``resume``; weights only once all epochs ran), ``weights/best.pt`` (best fitness = 0.1 mAP50 + 0.9 mAP50-95,
 EMA weights only), ``results.csv`` (training and validation losses, metrics), ``results.png``,
 ``args.yaml``, TensorBoard events when available and, with ``plots=True``, ``train_batch<i>.png``,
 ``train_labels.png`` and the final validation's pictures (:mod:`libreyolo.engine.val_plots`). A
@@ -171,7 +171,8 @@ class Trainer(DataSetupMixin, CheckpointMixin):
     def fit(self) -> dict[str, Any]:
         try:
             self.setup()
-            self._loop()
+            if self._loop() and self.is_main:  # all epochs trained: last.pt needs no resume state
+                self._strip_last()
             if self.dist is not None:  # replicas must agree; rank 0's files are complete after this
                 self.rank_digests = gather_digests(self.net, self.dist)
                 if len(set(self.rank_digests)) != 1:
@@ -309,8 +310,9 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         else:
             self.optimizer.zero_grad(set_to_none=True)
 
-    def _loop(self) -> None:
-        t_start = time.perf_counter()
+    def _loop(self) -> bool:
+        """The epochs; True when every requested epoch ran (no early stop, no time_limit cut)."""
+        t_start, requested = time.perf_counter(), self.cfg.epochs
         epoch = self.start_epoch
         while epoch < self.cfg.epochs:  # cfg.epochs may shrink under time_limit (see _replan)
             cfg = self.cfg
@@ -358,6 +360,9 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             if stop:
                 break
             epoch += 1
+        else:
+            return self.cfg.epochs >= requested
+        return False
 
     def _replan(self, epoch: int, *, elapsed: float, last_epoch_s: float) -> bool:
         """Fit the run into ``time_limit`` seconds of epoch loop; False = stop now

@@ -230,16 +230,15 @@ def test_ddp_two_cpu_processes_resume_rank0_outputs(tiny_shapes, tmp_path, monke
     out, err = capfd.readouterr()
     log = out + err
 
-    after = read_checkpoint(last)
-    assert after["train_state"]["epoch"] == 1 and result["epochs"] == 2
+    after = read_checkpoint(last)  # all epochs ran: stripped to the weights
+    assert "train_state" not in after and after["epoch"] == 1 and result["epochs"] == 2
     assert result["world_size"] == 2 and len(result["rank_digests"]) == 2
     params = {k for k, _ in YOLO9(size="t", nc=6).net.named_parameters()}
 
     def param_digest(ckpt):
         return state_digest({k: v for k, v in ckpt["train_state"]["net"].items() if k in params})
 
-    assert result["rank_digests"][0] == result["rank_digests"][1] == param_digest(after)
-    assert param_digest(before) != result["rank_digests"][0]
+    assert result["rank_digests"][0] == result["rank_digests"][1] != param_digest(before)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]
     assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == [
         "args.yaml", "results.csv", "weights", "weights/best.pt", "weights/last.pt"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from libreyolo.errors import ConfigError
+from libreyolo.errors import CheckpointError, ConfigError
 from libreyolo.io.checkpoint import read_checkpoint
 from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.training.config import TrainConfig
@@ -67,8 +67,16 @@ def test_model_holds_best_ema_weights_and_new_head(trained):
     assert model.nc == ckpt["libreyolo"]["nc"] == 6 and model.net.nc == 6
     sd = model.net.state_dict()
     assert all(torch.equal(sd[k], v) for k, v in ckpt["model"].items())
-    assert "train_state" not in ckpt and "train_state" in read_checkpoint(run / "weights" / "last.pt")
+    assert "train_state" not in ckpt
     assert not model.net.training
+
+
+def test_finished_run_strips_last_pt(trained):
+    """All epochs ran: last.pt holds the final weights, args and metrics, no optimizer/EMA/RNG state."""
+    _, _, run = trained
+    last = read_checkpoint(run / "weights" / "last.pt")
+    assert "train_state" not in last and last["epoch"] == 2 and last["train_args"]["epochs"] == 3
+    assert set(last["model"]) == set(read_checkpoint(run / "weights" / "best.pt")["model"])
 
 
 def test_second_run_increments_name(trained, tiny_shapes):
@@ -98,7 +106,8 @@ def test_resume_continues_with_identical_state(tiny_shapes, tmp_path, monkeypatc
             YOLO9(size="t", nc=6).train(**over)
     last = tmp_path / "train" / "weights" / "last.pt"
     saved = read_checkpoint(last)
-    assert saved["train_state"]["epoch"] == 0
+    assert saved["train_state"]["epoch"] == 0  # interrupted: last.pt stays resumable
+    interrupted_size = last.stat().st_size
 
     t = Trainer(YOLO9(size="t", nc=6), TrainConfig.from_overrides({"resume": True, "project": str(tmp_path)}),
                 explicit={"resume", "project"})
@@ -119,8 +128,10 @@ def test_resume_continues_with_identical_state(tiny_shapes, tmp_path, monkeypatc
     result = YOLO9(size="t", nc=6).train(resume=str(last))
     assert result["epochs"] == 2 and result["save_dir"] == str(tmp_path / "train")
     assert [r["epoch"] for r in _rows(tmp_path / "train")] == ["1", "2"]
-    assert read_checkpoint(last)["train_state"]["epoch"] == 1
-    with pytest.raises(ConfigError, match="already finished"):
+    finished = read_checkpoint(last)  # the resumed run finished: stripped, and nothing is left to resume
+    assert "train_state" not in finished and finished["epoch"] == 1
+    assert last.stat().st_size < 0.7 * interrupted_size
+    with pytest.raises(CheckpointError, match="finished all its epochs"):
         YOLO9(size="t", nc=6).train(resume=str(last))
 
 
@@ -138,8 +149,6 @@ def test_crash_between_write_and_rename_keeps_old_last_pt(tiny_shapes, tmp_path,
         return original_save(self, epoch, metrics, best=best)
 
     monkeypatch.setattr(trainer_mod.Trainer, "_save", crashing_save)
-    from libreyolo.errors import CheckpointError
-
     with pytest.raises((OSError, CheckpointError), match="simulated crash"):  # io may wrap the OSError
         YOLO9(size="t", nc=6).train(**tiny_overrides(tiny_shapes, tmp_path, epochs=2, val=False, batch=8, nbs=8))
     monkeypatch.undo()
