@@ -422,11 +422,11 @@ def _parse_batches(v: Any) -> list[int]:
 
 def _parse_graph(v: Any) -> bool:
     if isinstance(v, str):
+        from ..config import parse_bool
+
         s = v.strip().lower()
-        if s in ("true", "1", "yes", "on", "auto"):
-            return True
-        if s in ("false", "0", "no", "off"):
-            return False
+        if s == "auto" or parse_bool(s) is not None:
+            return s == "auto" or bool(parse_bool(s))
         raise ConfigError(f"cuda_graph must be false, true or auto, got {v!r}")
     from ..graphs.runner import check_policy
 

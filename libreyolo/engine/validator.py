@@ -68,7 +68,7 @@ class ValConfig:
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any]) -> ValConfig:
-        from ..training.config import _coerce
+        from ..config import coerce as _coerce
 
         names = [f.name for f in dataclasses.fields(cls)]
         check_keys(overrides, names, what="val")

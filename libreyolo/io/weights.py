@@ -32,7 +32,9 @@ def hub_offline_reason() -> str | None:
     import socket
     from urllib.parse import urlparse
 
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+    from ..config import env_flag
+
+    if env_flag("HF_HUB_OFFLINE"):
         return "HF_HUB_OFFLINE is set"
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
     host = urlparse(endpoint).hostname or "huggingface.co"

@@ -28,7 +28,6 @@ ONNX export), float sampling locations in the 6-D uniform-points layout, support
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import torch
@@ -169,7 +168,9 @@ def interpreting() -> bool:
     runtime = getattr(knobs, "runtime", None)
     if runtime is not None and hasattr(runtime, "interpret"):
         return bool(runtime.interpret)
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+    from ...config import env_flag
+
+    return env_flag("TRITON_INTERPRET")
 
 
 def _kernels() -> tuple[Any, Any]:

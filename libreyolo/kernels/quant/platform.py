@@ -8,20 +8,19 @@
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from ..context import eager_only
 
-_TRUE = {"1", "true", "yes", "on", "y"}
 #: largest element count the int32-indexed kernels accept (the caller falls back above it).
 MAX_NUMEL = 2**31 - 2**20
 
 
 def interpreting() -> bool:
     """True when Triton kernels run in the interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in _TRUE
+    from ...config import env_flag
+
+    return env_flag("TRITON_INTERPRET")
 
 
 def device_ok(t: torch.Tensor) -> bool:
