@@ -6,7 +6,8 @@ continues where the run stopped; a run that trains all its epochs strips it to t
 args and metrics at the end. ``best.pt`` holds the EMA weights and metrics only. Both go through
 :func:`libreyolo.io.checkpoint.save_model` (temporary file, fsync, rename), so a kill mid-save
 never leaves a corrupt file; the temporary files a kill leaves behind (``.last.pt.*.tmp``) are
-removed at the start of the next save or resume.
+removed at the start of the next save or resume. With ``save_period=N``, ``epoch<N>.pt`` (1-based,
+as in ``results.csv``) is a resumable copy of ``last.pt`` every N epochs (copied, then renamed).
 
 Resume reproduces the uninterrupted run exactly (bit for bit on the CPU) at epoch boundaries,
 because an epoch boundary is a clean cut: every epoch ends with an optimizer step (no gradient is
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +134,10 @@ class CheckpointMixin:
         save_model(self.model, self.wdir / "last.pt", state_dict=weights, extra={**common, "train_state": state})
         if best:
             save_model(self.model, self.wdir / "best.pt", state_dict=weights, extra=common)
+        if self.cfg.save_period > 0 and (epoch + 1) % self.cfg.save_period == 0:  # a resumable copy of last.pt
+            tmp = self.wdir / f".epoch{epoch + 1}.pt.copy"
+            shutil.copyfile(self.wdir / "last.pt", tmp)
+            tmp.replace(self.wdir / f"epoch{epoch + 1}.pt")
         self.saved_epochs = epoch + 1
 
 

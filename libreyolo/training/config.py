@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import math
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -76,7 +76,10 @@ class TrainConfig:
     ema: bool = True
     ema_decay: float = 0.9999
     ema_tau: float = 2000.0
-    patience: int = 0  # epochs without fitness improvement before stopping; 0 = never stop early
+    patience: int = field(default=100, metadata={"help": "stop after this many epochs without a fitness "
+                                                  "improvement (0 = never stop early)"})
+    save_period: int = field(default=-1, metadata={"help": "also save weights/epoch<N>.pt (resumable) every N "
+                                                   "epochs (-1 = off)"})
     time_limit: float = 0.0  # seconds of epoch loop; epochs are cut to fit, schedule follows (0 = no limit)
     # loss gains (YOLOv9 reference)
     box: float = 7.5
@@ -133,6 +136,8 @@ class TrainConfig:
             raise ConfigError(f"lr0 must be > 0, got {self.lr0}")
         if self.close_mosaic < 0 or self.patience < 0 or self.time_limit < 0:
             raise ConfigError("close_mosaic, patience and time_limit must be >= 0")
+        if self.save_period == 0 or self.save_period < -1:
+            raise ConfigError(f"save_period must be >= 1 (every N epochs) or -1 (off), got {self.save_period}")
         if self.imgsz % MAX_STRIDE:  # from_overrides rounds; a directly built config must be right
             raise ConfigError(f"imgsz must be a multiple of {MAX_STRIDE} (the largest stride), got {self.imgsz}")
 
