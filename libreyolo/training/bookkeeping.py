@@ -72,12 +72,16 @@ def progress_text(*, epoch: int, epochs: int, names: tuple[str, ...], mloss: Ten
     return f"{epoch + 1}/{epochs} mem={mem} {desc} inst={int(batch['cls'].numel())} size={imgs.shape[-1]}"
 
 
+def loss_row(*, epoch: int, names: tuple[str, ...], losses: Tensor) -> dict[str, float]:
+    """``{"epoch": epoch + 1, "train/<name>_loss": mean, ...}``: the head of a ``results.csv`` row."""
+    return {"epoch": epoch + 1, **{f"train/{n}_loss": float(v) for n, v in zip(names, losses.tolist(), strict=False)}}
+
+
 def epoch_row(*, epoch: int, names: tuple[str, ...], losses: Tensor, metrics: dict[str, float],
               optimizer: torch.optim.Optimizer, train_s: float, n_images: int) -> dict[str, float]:
     """One ``results.csv`` row: training losses, validation metrics and losses, learning rates,
     epoch time and throughput."""
-    row: dict[str, float] = {"epoch": epoch + 1}
-    row.update({f"train/{n}_loss": float(v) for n, v in zip(names, losses.tolist(), strict=False)})
+    row = loss_row(epoch=epoch, names=names, losses=losses)
     for k in ("precision", "recall", "mAP50", "mAP50-95", "top1", "top5"):
         if k in metrics:
             row[f"metrics/{k}"] = metrics[k]

@@ -13,9 +13,12 @@ import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, check_keys
+
+if TYPE_CHECKING:
+    from ..models._base.family import Family
 
 logger = logging.getLogger(__name__)
 
@@ -234,3 +237,15 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if str in args:
         return str(value)
     raise ConfigError(f"{key} has the wrong type: expected {hint}, got {value!r}")
+
+
+def with_family_defaults(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The family's training recipe (``TRAIN_DEFAULTS``, e.g. AdamW and fp32 for D-FINE) under
+    the user's keys: what the user passes wins. A resumed run keeps its saved arguments."""
+    defaults = dict(getattr(type(model), "TRAIN_DEFAULTS", None) or {})
+    applied = {k: v for k, v in defaults.items() if k not in overrides}
+    if not applied or overrides.get("resume"):
+        return dict(overrides)
+    logger.info("%s recipe defaults: %s (pass a key to override it)", model.FAMILY,
+                ", ".join(f"{k}={v}" for k, v in applied.items()))
+    return {**applied, **overrides}

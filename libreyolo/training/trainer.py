@@ -31,9 +31,9 @@ window the batch belongs to. Either way the epoch's mean losses cover the finite
 and a warning names how many were skipped. Loss items are read back to the host every
 ``REFRESH_EVERY`` batches, not every batch.
 
-Classification models (``OUTPUT_KIND == "probs"``) read ImageFolder datasets
-(:mod:`libreyolo.data.classify`), default to the family's ``imgsz`` and ``runs/classify``, and pick
-best.pt by top-1 accuracy.
+Classification models (``OUTPUT_KIND == "probs"``) read ImageFolder datasets, default to the
+family's ``imgsz`` and ``runs/classify``, and pick best.pt by top-1 accuracy. User callbacks
+(:mod:`.callbacks`) run at train start, each epoch's end (before and after validation) and the end.
 
 Outputs (``runs/detect/<name>/``): ``weights/last.pt`` (every epoch, atomic, with the full
 training state for ``resume``; weights only once all epochs ran), ``weights/best.pt`` (best fitness = 0.1 mAP50 + 0.9 mAP50-95,
@@ -64,13 +64,15 @@ from .bookkeeping import (
     close_mosaic_if_due,
     epoch_row,
     log_run_start,
+    loss_row,
     progress_text,
     replan_time_limit,
     run_result,
 )
+from .callbacks import Callbacks
 from .capture import build_train_capture
 from .checkpoints import CheckpointMixin
-from .config import RESUME_OVERRIDABLE, TrainConfig, resolve_resume  # noqa: F401 (re-exported)
+from .config import RESUME_OVERRIDABLE, TrainConfig, resolve_resume, with_family_defaults  # noqa: F401
 from .data_setup import DataSetupMixin
 from .distributed import (
     DistContext,
@@ -108,6 +110,8 @@ def train(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
     """
     from .distributed import in_torchrun_world, parse_devices
 
+    overrides = dict(overrides)  # callbacks are functions, not a config key (not in args.yaml)
+    callbacks = Callbacks(overrides.pop("callbacks", None))
     explicit = set(overrides)
     overrides = with_family_defaults(model, overrides)
     cfg = TrainConfig.from_overrides(overrides)
@@ -119,20 +123,12 @@ def train(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
         if plan.distributed:
             from .launch import launch_training
 
+            if callbacks:
+                raise ConfigError("callbacks cannot travel to the processes of a multi-GPU launch: run the "
+                                  "script under torchrun (callbacks run on rank 0) or train on one device")
+
             return launch_training(model, overrides, plan)
-    return Trainer(model, cfg, explicit=explicit).fit()
-
-
-def with_family_defaults(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The family's training recipe (``TRAIN_DEFAULTS``, e.g. AdamW and fp32 for D-FINE) under
-    the user's keys: what the user passes wins. A resumed run keeps its saved arguments."""
-    defaults = dict(getattr(type(model), "TRAIN_DEFAULTS", None) or {})
-    applied = {k: v for k, v in defaults.items() if k not in overrides}
-    if not applied or overrides.get("resume"):
-        return dict(overrides)
-    logger.info("%s recipe defaults: %s (pass a key to override it)", model.FAMILY,
-                ", ".join(f"{k}={v}" for k, v in applied.items()))
-    return {**applied, **overrides}
+    return Trainer(model, cfg, explicit=explicit, callbacks=callbacks).fit()
 
 
 class Trainer(DataSetupMixin, CheckpointMixin):
@@ -142,14 +138,14 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         >>> Trainer(model, TrainConfig(data="shapes", epochs=1, imgsz=320)).fit()  # doctest: +SKIP
     """
 
-    def __init__(self, model: Family, cfg: TrainConfig, *, explicit: set[str] | None = None) -> None:
+    def __init__(self, model: Family, cfg: TrainConfig, *, explicit: set[str] | None = None,
+                 callbacks: Callbacks | None = None) -> None:
         self.model = model
         self.cfg = cfg
         self.explicit = set(explicit or ())
         self.forward_fn: Callable[[Tensor], Any] = self._eager_forward
         self.graph_capture: Any = None
-        # called after each epoch's checkpoint and log row: fn(trainer, row)
-        self.callbacks: list[Callable[[Trainer, dict[str, float]], None]] = []
+        self.callbacks = callbacks or Callbacks()  # fn(trainer, info) by event, rank 0 only (.callbacks)
         self.start_epoch = 0
         self.epoch = 0
         self.best_fitness = -math.inf
@@ -184,7 +180,10 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             raise
         finally:
             self.teardown()  # also on errors and KeyboardInterrupt: loaders, loggers, global flags
-        return self._finish()
+        result = self._finish()
+        if self.is_main:
+            self.callbacks.run("on_train_end", self, result)
+        return result
 
     def _after_failure(self, *, interrupted: bool) -> None:
         """A run that stops early (:func:`~libreyolo.training.run_dir.after_failure`): a resume hint,
@@ -270,6 +269,8 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         self._setup_graph_capture()
         self._restore_rng()  # a resumed run continues the saved random streams (no-op otherwise)
         log_run_start(self)
+        if self.is_main:
+            self.callbacks.run("on_train_start", self, self.cfg.to_dict())
 
     def _seed(self) -> None:
         seed_all(self.cfg.seed)
@@ -324,6 +325,8 @@ class Trainer(DataSetupMixin, CheckpointMixin):
                 self.train_sampler.set_epoch(epoch)
             losses = self._train_epoch(epoch)
             train_s = time.perf_counter() - t_epoch
+            if self.is_main:  # the epoch's mean training losses, named as in results.csv
+                self.callbacks.run("on_train_epoch_end", self, loss_row(epoch=epoch, names=self._loss_names(), losses=losses))
             if not self.is_main:  # rank 0 validates, saves and logs; the others wait for its decision
                 stop, epochs = broadcast_object(None, self.dist)
                 if epochs != self.cfg.epochs:
@@ -347,8 +350,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
                             optimizer=self.optimizer, train_s=train_s, n_images=len(self.train_ds))
             assert self.results is not None  # rank 0
             self.results.log(row)
-            for cb in self.callbacks:  # rank 0 only under DDP
-                cb(self, row)
+            self.callbacks.run("on_fit_epoch_end", self, row)
             stop = False
             if cfg.patience and self.stale >= cfg.patience:
                 logger.info("early stop: no fitness improvement in %d epochs", cfg.patience)
@@ -380,8 +382,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         cfg, nb = self.cfg, self.nb
         self.net.train()
         names = self._loss_names()
-        # Loss items stay on the device and are read every REFRESH_EVERY batches (and at the end):
-        # a host read per batch would stall the launch queue every step.
+        # loss items stay on the device, read every REFRESH_EVERY batches: a read per batch stalls launches
         meter = EpochLosses(names)
         host_skipped = 0
         bar = tqdm(enumerate(self.train_loader), total=nb, disable=not (cfg.verbose and self.is_main),
@@ -420,9 +421,8 @@ class Trainer(DataSetupMixin, CheckpointMixin):
                 if ddp is not None:  # DDP averages gradients; the single-process loss scale is the sum
                     loss = loss * ddp.world_size
                 self.scaler.scale(loss).backward()
-                # Drop this step's autograd graph now, not when the names are rebound next step: a
-                # training capture in the next forward fails (stream-capture invalidated) while an
-                # older graph's AccumulateGrad nodes are still alive.
+                # Drop this step's autograd graph now: while an older graph's AccumulateGrad nodes live,
+                # a training capture in the next forward fails (stream-capture invalidated).
                 del preds, loss
             if step:
                 self._optimizer_step()

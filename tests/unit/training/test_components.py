@@ -135,7 +135,7 @@ def test_family_recipe_defaults_sit_under_user_keys(caplog) -> None:
         FAMILY = "demo"
         TRAIN_DEFAULTS = {"optimizer": "AdamW", "amp": False, "lr0": 1e-4}
 
-    with caplog.at_level(logging.INFO, logger="libreyolo.training.trainer"):
+    with caplog.at_level(logging.INFO, logger="libreyolo.training"):
         got = with_family_defaults(Fam(), {"data": "x.yaml", "lr0": 0.01})
     assert got == {"optimizer": "AdamW", "amp": False, "lr0": 0.01, "data": "x.yaml"}
     assert sum("recipe defaults" in r.getMessage() for r in caplog.records) == 1
