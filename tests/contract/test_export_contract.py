@@ -34,3 +34,14 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     for a, b in zip(ref, got, strict=True):
         assert a.shape == b.shape
         assert torch.allclose(a.float(), b, rtol=1e-3, atol=1e-3), float((a.float() - b).abs().max())
+    # the user path too: predict through ONNX Runtime fills the same Results fields as PyTorch
+    import numpy as np
+
+    img = np.random.default_rng(0).integers(0, 255, (48, 80, 3), dtype=np.uint8)
+    (pt,) = model.predict(img, imgsz=64)
+    (ox,) = loaded.predict(img, imgsz=64)
+    assert (pt.boxes is None) == (ox.boxes is None) and (pt.probs is None) == (ox.probs is None)
+    if pt.probs is not None:  # classification: the same distribution
+        assert torch.allclose(pt.probs.data, ox.probs.data, atol=1e-3)
+    else:
+        assert ox.boxes.data.shape[1] == 6 and ox.orig_shape == pt.orig_shape == (48, 80)
