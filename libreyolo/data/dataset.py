@@ -58,6 +58,7 @@ class DetectionDataset(Dataset):
         nc: number of classes; label class ids must lie in ``[0, nc)``.
         rect: validation only: per-image rectangular letterbox, images sorted by aspect ratio.
         cache_dir: folder for the label cache; default next to the labels folder.
+        single_cls: every label becomes class 0 (the cache keeps the original ids).
         prefix: prepended to log messages (e.g. ``"train: "``).
 
     Attributes: ``im_files`` (list[str]), ``shapes`` (ndarray[N, 2] int64, (h, w) on disk),
@@ -73,7 +74,7 @@ class DetectionDataset(Dataset):
 
     def __init__(self, img_files: list[Path], *, imgsz: int, augment: bool,
                  hyp: AugmentConfig | None = None, nc: int, rect: bool = False,
-                 cache_dir: Path | None = None, prefix: str = "") -> None:
+                 cache_dir: Path | None = None, single_cls: bool = False, prefix: str = "") -> None:
         if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < self.stride:
             raise ConfigError(f"imgsz must be an int >= {self.stride}, got {imgsz!r}")
         if isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:
@@ -96,6 +97,8 @@ class DetectionDataset(Dataset):
         self.im_files: list[str] = index.im_files
         self.shapes: np.ndarray = index.shapes
         self.labels: list[np.ndarray] = index.labels
+        if single_cls:  # every object is class 0 (ids were checked against nc above)
+            self.labels = [np.concatenate([np.zeros_like(a[:, :1]), a[:, 1:]], axis=1) for a in self.labels]
         if self.rect:
             order = np.argsort(self.shapes[:, 0] / self.shapes[:, 1], kind="stable")
             self.im_files = [self.im_files[i] for i in order]

@@ -62,6 +62,12 @@ class TrainConfig:
     tensorboard: bool = True
     verbose: bool = True
     cuda_graph: bool = False
+    single_cls: bool = field(default=False, metadata={"help": "train as one class: every label becomes class 0, "
+                                                      "the model gets a one-class head"})
+    fraction: float = field(default=1.0, metadata={"help": "train on the first fraction (0, 1] of the training "
+                                                   "images, in their sorted order"})
+    freeze: int | str = field(default=0, metadata={"help": "freeze the first N top-level modules of the network, "
+                                                   "or comma-separated module-name prefixes (stem1,p2)"})
     # optimiser and schedule
     optimizer: OptimizerName = "auto"
     lr0: float = 0.01
@@ -115,6 +121,8 @@ class TrainConfig:
         """Validate ``overrides`` (unknown keys raise :class:`ConfigError` with a suggestion)."""
         check_keys(overrides, cls.keys(), what="train")
         hints = typing.get_type_hints(cls)
+        if isinstance(overrides.get("freeze"), (list, tuple)):  # freeze=["stem1", "p2"]: module-name prefixes
+            overrides = {**overrides, "freeze": ",".join(map(str, overrides["freeze"]))}
         values = {k: _coerce(k, v, hints[k]) for k, v in overrides.items()}
         imgsz = values.get("imgsz")
         if isinstance(imgsz, int) and imgsz >= 1 and imgsz % MAX_STRIDE:
@@ -139,6 +147,10 @@ class TrainConfig:
             raise ConfigError(f"lr0 must be > 0, got {self.lr0}")
         if self.close_mosaic < 0 or self.patience < 0 or self.time_limit < 0:
             raise ConfigError("close_mosaic, patience and time_limit must be >= 0")
+        if not 0 < self.fraction <= 1:
+            raise ConfigError(f"fraction must be in (0, 1] (the share of training images used), got {self.fraction}")
+        if isinstance(self.freeze, int) and self.freeze < 0 or isinstance(self.freeze, str) and not self.freeze.strip(","):
+            raise ConfigError(f"freeze must be an int >= 0 or module-name prefixes like 'stem1,p2', got {self.freeze!r}")
         if self.save_period == 0 or self.save_period < -1:
             raise ConfigError(f"save_period must be >= 1 (every N epochs) or -1 (off), got {self.save_period}")
         if self.imgsz % MAX_STRIDE:  # from_overrides rounds; a directly built config must be right

@@ -3,7 +3,8 @@
 A mixin of :class:`libreyolo.training.trainer.Trainer` (it reads the trainer's ``model``, ``cfg``,
 ``explicit``, ``data``, ``device``, ``dist`` and ``is_main``). Detection reads YOLO datasets
 (:mod:`libreyolo.data.dataset`); classification (``OUTPUT_KIND == "probs"``) reads ImageFolder
-datasets (:mod:`libreyolo.data.classify`). Under DDP the total ``batch`` is split over the
+datasets (:mod:`libreyolo.data.classify`). ``single_cls`` trains detection as one class (labels
+collapse to 0, a one-class head); ``fraction`` keeps the first share of the sorted training images. Under DDP the total ``batch`` is split over the
 processes and a :class:`~torch.utils.data.DistributedSampler` gives each a disjoint slice.
 """
 
@@ -63,16 +64,22 @@ class DataSetupMixin:
     def _match_classes(self) -> None:
         """Rebuild the head when the dataset's class count differs (matching weights are kept)."""
         m, d = self.model, self.data
-        if d.nc != m.nc:
-            logger.warning("the model has %d classes but %s has %d: rebuilding %s-%s with %d classes and keeping "
-                           "every weight of matching shape", m.nc, self.cfg.data, d.nc, m.FAMILY, m.size, d.nc)
-            new = type(m).build_net(size=m.size, nc=d.nc, task=m.task)
+        nc, names = d.nc, dict(d.names)
+        if self.cfg.single_cls:  # every label becomes class 0 (the datasets collapse them)
+            if self.classify:
+                raise ConfigError("single_cls=True is for detection datasets; a classifier needs its classes")
+            nc, names = 1, {0: names[0] if d.nc == 1 else "object"}
+        if nc != m.nc:
+            logger.warning("the model has %d classes but %s has %d%s: rebuilding %s-%s with %d classes and keeping "
+                           "every weight of matching shape", m.nc, self.cfg.data, nc,
+                           " (single_cls)" if self.cfg.single_cls else "", m.FAMILY, m.size, nc)
+            new = type(m).build_net(size=m.size, nc=nc, task=m.task)
             own = new.state_dict()
             keep = {k: v for k, v in m.net.state_dict().items() if k in own and own[k].shape == v.shape}
             new.load_state_dict(keep, strict=False)
             m.invalidate_graphs("head rebuilt for a new class count")
-            m.net, m.nc = new, d.nc
-        m.names = dict(d.names)
+            m.net, m.nc = new, nc
+        m.names = names
 
     def _split_batch(self) -> None:
         """``self.batch`` (per process) and ``self.train_sampler`` from the total ``cfg.batch``.
@@ -117,6 +124,15 @@ class DataSetupMixin:
             return cap
         return want
 
+    def _train_files(self, files: list[Any]) -> list[Any]:
+        """The first ``fraction`` of the (sorted) training images, at least one: the same subset every run."""
+        if self.cfg.fraction >= 1:
+            return files
+        n = max(round(len(files) * self.cfg.fraction), 1)
+        if self.is_main:
+            logger.info("fraction=%g: training on the first %d of %d images", self.cfg.fraction, n, len(files))
+        return files[:n]
+
     def _build_loaders(self) -> None:
         from ..data.augment import AugmentConfig
         from ..data.dataset import DetectionDataset
@@ -124,6 +140,8 @@ class DataSetupMixin:
 
         cfg, d = self.cfg, self.data
         if self.classify:
+            if cfg.fraction < 1:
+                raise ConfigError("fraction < 1 is for detection datasets; for a classifier, list fewer images")
             self._build_classify_loaders()
             return
         hyp = AugmentConfig(**cfg.augment_kwargs())
@@ -131,7 +149,8 @@ class DataSetupMixin:
         workers = self._workers()
         if not self.is_main:  # rank 0 scans the labels and writes the cache first; the others read it
             barrier(self.dist)
-        self.train_ds = DetectionDataset(d.train, imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc, prefix="train: ")
+        self.train_ds = DetectionDataset(self._train_files(d.train), imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc,
+                                         single_cls=cfg.single_cls, prefix="train: ")
         if self.dist is not None and self.is_main:
             barrier(self.dist)
         self._split_batch()
@@ -139,7 +158,8 @@ class DataSetupMixin:
                                              seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler)
         self.val_loader = None
         if cfg.val and self.is_main:  # rank 0 validates on the whole val set
-            self.val_ds = DetectionDataset(d.val, imgsz=cfg.imgsz, augment=False, nc=d.nc, prefix="val: ")
+            self.val_ds = DetectionDataset(d.val, imgsz=cfg.imgsz, augment=False, nc=d.nc, single_cls=cfg.single_cls,
+                                           prefix="val: ")
             self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=workers, shuffle=False,
                                                seed=cfg.seed, pin_memory=pin)
 

@@ -96,3 +96,39 @@ def build_optimizer(net: nn.Module, choice: OptimizerChoice, *, weight_decay: fl
                 choice.name, choice.lr, choice.momentum, next(iter(impl)), len(decay), weight_decay, len(norm),
                 len(bias))
     return opt
+
+
+def freeze_modules(net: nn.Module, spec: int | str) -> tuple[int, int]:
+    """Freeze (``requires_grad = False``) the parameters ``spec`` names; (frozen, total) parameter counts.
+
+    ``spec``: an int N = the first N top-level modules of ``net`` (in ``named_children`` order; 0
+    freezes nothing), or a comma-separated list of module-name prefixes (``"stem1,p2"``,
+    ``"backbone.layer1"``), each matching a module and everything below it. Frozen parameters
+    are left out of the optimizer (:func:`param_groups` skips them). Other parameters are left
+    as they are (a family's fixed tensors, e.g. a DFL projection, stay fixed).
+
+    Example:
+        >>> net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Conv2d(8, 8, 1))
+        >>> freeze_modules(net, 2)  # conv (216 + 8) and batch norm (8 + 8) frozen
+        (240, 312)
+    """
+    children = [name for name, _ in net.named_children()]
+    if isinstance(spec, int):
+        if spec > len(children):
+            raise ConfigError(f"freeze={spec} but the network has only {len(children)} top-level modules "
+                              f"({', '.join(children)}); pass at most {len(children)} or module-name prefixes")
+        prefixes = children[:spec]
+    else:
+        prefixes = [p.strip() for p in spec.split(",") if p.strip()]
+    names = {name for name, _ in net.named_modules() if name}
+    for p in prefixes:
+        if p not in names:
+            raise ConfigError(f"freeze: no module named {p!r} in the network; top-level modules are "
+                              f"{', '.join(children)}")
+    frozen = total = 0
+    for name, param in net.named_parameters():
+        total += param.numel()
+        if any(name.startswith(p + ".") for p in prefixes):
+            param.requires_grad_(False)
+            frozen += param.numel()
+    return frozen, total

@@ -2,8 +2,8 @@
 
 One pure set-up step of :meth:`libreyolo.training.trainer.Trainer.setup`: from the config, the
 batch layout and (on resume) the saved optimiser state it decides how many micro-batches make one
-optimiser step, which optimiser (``optimizer="auto"``: by the number of steps), its weight decay
-and the warm-up. It warns once when the run makes very few optimiser steps.
+optimiser step, which parameters it trains (``freeze``), which optimiser (``optimizer="auto"``: by
+the number of steps), its weight decay and the warm-up. It warns once when the run makes very few optimiser steps.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from .config import TrainConfig
-from .optim import AUTO_SGD_MIN_STEPS, build_optimizer, choose_optimizer
+from .optim import AUTO_SGD_MIN_STEPS, build_optimizer, choose_optimizer, freeze_modules
 from .scheduler import LRSchedule, count_optimizer_steps, warmup_iterations
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,11 @@ def plan_steps(cfg: TrainConfig, *, net: nn.Module, nc: int, batch: int, world_s
         choice_steps = 0 if saved_groups and "betas" in saved_groups[0] else AUTO_SGD_MIN_STEPS + 1
     choice = choose_optimizer(name=cfg.optimizer, lr0=cfg.lr0, momentum=cfg.momentum, nc=nc,
                               total_steps=choice_steps)
+    if cfg.freeze:  # before the optimizer is built: frozen parameters are left out of it
+        frozen, total = freeze_modules(net, cfg.freeze)
+        if warn:
+            logger.info("freeze=%s: %s of %s parameters frozen (left out of the optimizer)", cfg.freeze,
+                        f"{frozen:,}", f"{total:,}")
     optimizer = build_optimizer(net, choice, weight_decay=wd, device=device)
     # A high bias lr destabilises Adam (measured: a tiny shapes run diverges from warmup_bias_lr=0.1):
     # under AdamW the bias group warms up from 0 like the others unless warmup_bias_lr is given.

@@ -44,3 +44,79 @@ def test_patience_defaults_to_100_and_stops_early(tiny_shapes, tmp_path, monkeyp
     assert result["epochs"] == 3  # epoch 1 sets the best, epochs 2 and 3 do not improve
     last = read_checkpoint(Path(result["last"]))
     assert last["train_state"]["epoch"] == 2  # stopped early: last.pt stays resumable
+
+
+def _setup(data: Path, project: Path, model=None, **kw) -> Trainer:
+    t = Trainer(model or YOLO9(size="t", nc=6), TrainConfig.from_overrides(_over(data, project, epochs=1, **kw)),
+                explicit=set(kw))
+    t.setup()
+    return t
+
+
+def test_single_cls_collapses_labels_and_builds_a_one_class_head(tiny_shapes, tmp_path):
+    t = _setup(tiny_shapes, tmp_path)
+    try:
+        assert len({int(c) for a in t.train_ds.labels for c in a[:, 0]}) > 1  # the data has several classes
+    finally:
+        t.teardown()
+    model = YOLO9(size="t", nc=6)
+    t = Trainer(model, TrainConfig.from_overrides(_over(tiny_shapes, tmp_path, epochs=1, single_cls=True)))
+    result = t.fit()  # trains and validates with one class
+    assert model.nc == model.net.nc == 1 and model.names == {0: "object"}
+    for ds in (t.train_ds, t.val_ds):
+        assert sum(len(a) for a in ds.labels) > 0 and all((a[:, 0] == 0).all() for a in ds.labels)
+    assert read_checkpoint(Path(result["best"]))["libreyolo"]["nc"] == 1
+
+
+def test_fraction_keeps_the_first_sorted_images(tiny_shapes, tmp_path):
+    t = _setup(tiny_shapes, tmp_path, fraction=0.5)
+    try:
+        assert t.train_ds.im_files == [str(f) for f in t.data.train[:4]] and len(t.data.train) == 8
+        assert len(t.val_ds) == 4  # validation keeps every image
+    finally:
+        t.teardown()
+    for bad in (0, 1.5):
+        with pytest.raises(ConfigError, match=r"fraction must be in \(0, 1\]"):
+            TrainConfig.from_overrides({"fraction": bad})
+
+
+def test_freeze_first_modules_keeps_them_fixed_and_out_of_the_optimizer(tiny_shapes, tmp_path, caplog):
+    import logging
+
+    import torch
+
+    with caplog.at_level(logging.INFO, logger="libreyolo.training"):
+        t = _setup(tiny_shapes, tmp_path, freeze=2)
+    try:
+        frozen = [p for n, p in t.net.named_parameters() if n.split(".")[0] in ("stem1", "stem2")]
+        assert frozen and not any(p.requires_grad for p in frozen)
+        assert all(p.requires_grad for n, p in t.net.named_parameters() if n.startswith("p2."))
+        in_opt = {id(p) for g in t.optimizer.param_groups for p in g["params"]}
+        assert not any(id(p) in in_opt for p in frozen)
+        n = sum(p.numel() for p in frozen)
+        assert any(f"{n:,} of" in r.getMessage() and "frozen" in r.getMessage() for r in caplog.records)
+        before = [p.detach().clone() for p in frozen]
+        trained = [p.detach().clone() for n_, p in t.net.named_parameters() if n_.startswith("p2.")]
+        t._loop()
+        assert all(torch.equal(a, p) for a, p in zip(before, frozen, strict=True))
+        after = [p for n_, p in t.net.named_parameters() if n_.startswith("p2.")]
+        assert any(not torch.equal(a, p) for a, p in zip(trained, after, strict=True))
+    finally:
+        t.teardown()
+
+
+def test_freeze_by_name_prefix_and_bad_specs(tiny_shapes, tmp_path):
+    t = _setup(tiny_shapes, tmp_path, freeze=["head.cls", "stem1"])
+    try:
+        names = {n for n, p in t.net.named_parameters() if not p.requires_grad}
+        assert names and all(n.startswith(("head.cls.", "stem1.")) for n in names)
+        assert any(n.startswith("head.cls.") for n in names) and any(n.startswith("stem1.") for n in names)
+        assert all(p.requires_grad for n, p in t.net.named_parameters() if n.startswith("head.box."))
+    finally:
+        t.teardown()
+    with pytest.raises(ConfigError, match="no module named 'backbone'"):
+        _setup(tiny_shapes, tmp_path, freeze="backbone")
+    with pytest.raises(ConfigError, match="only 18 top-level modules"):
+        _setup(tiny_shapes, tmp_path, freeze=99)
+    with pytest.raises(ConfigError, match="freeze must be"):
+        TrainConfig.from_overrides({"freeze": -1})
