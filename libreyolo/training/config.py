@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..config import coerce as _coerce
 from ..errors import ConfigError, check_keys
 
 if TYPE_CHECKING:
@@ -216,39 +217,6 @@ def resolve_resume(cfg: TrainConfig, explicit: set[str]) -> tuple[Path, dict[str
     return path, ckpt, new
 
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def _coerce(key: str, value: Any, hint: Any) -> Any:
-    """Accept CLI strings for typed fields; reject values of the wrong type."""
-    if isinstance(value, Path):
-        value = str(value)
-    args = set(typing.get_args(hint)) or {hint}
-    if typing.get_origin(hint) is Literal:
-        if value not in args:
-            raise ConfigError(f"{key} must be one of {', '.join(map(repr, args))}, got {value!r}")
-        return value
-    if value is None and type(None) in args:
-        return None
-    if bool in args and isinstance(value, str) and value.lower() in _TRUE | _FALSE:
-        return value.lower() in _TRUE
-    if bool in args and isinstance(value, bool):
-        return value
-    if int in args and not isinstance(value, bool):
-        try:
-            if isinstance(value, (int, str)) and float(value) == int(float(value)):
-                return int(float(value))
-        except ValueError:
-            pass
-    if float in args and not isinstance(value, bool):
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            pass
-    if str in args:
-        return str(value)
-    raise ConfigError(f"{key} has the wrong type: expected {hint}, got {value!r}")
 
 
 def with_family_defaults(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:

@@ -49,12 +49,12 @@ def _train_two_gpus(data: Path, project: Path, name: str, **kw: Any) -> tuple[An
     model = LibreYOLO("LibreYOLO9t.pt")
     result = model.train(data=str(data), epochs=1, imgsz=160, batch=16, device="0,1", workers=2, seed=0,
                          project=str(project), name=name, exist_ok=True, plots=False, tensorboard=False,
-                         close_mosaic=0, verbose=False, **kw)
+                         close_mosaic=0, verbose=False, save_period=1, **kw)  # epoch1.pt keeps the train state
     return model, result
 
 
 def _param_digest_of(last: Path) -> str:
-    """Parameter digest of the live (non-EMA) network saved in last.pt, as the ranks compute it."""
+    """Parameter digest of the live (non-EMA) network saved in a resumable checkpoint, as the ranks compute it."""
     from libreyolo import LibreYOLO
     from libreyolo.io.checkpoint import read_checkpoint
     from libreyolo.training.distributed import state_digest
@@ -72,7 +72,8 @@ def _check_run(result: dict[str, Any], log: str) -> list[dict[str, str]]:
     assert len(digests) == 2 and digests[0] == digests[1] and len(digests[0]) == 64, digests
     last, best = Path(result["last"]), Path(result["best"])
     assert last.is_file() and best.is_file()
-    assert digests[0] == _param_digest_of(last)  # rank 0 saved exactly what every rank holds
+    # rank 0 saved exactly what every rank holds (a finished run strips last.pt; epoch1.pt is resumable)
+    assert digests[0] == _param_digest_of(Path(result["save_dir"]) / "weights" / "epoch1.pt")
     with open(Path(result["save_dir"]) / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["epoch"] for r in rows] == ["1"]
