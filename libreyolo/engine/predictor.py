@@ -101,9 +101,13 @@ class PredictOptions:
                               f"got {line_width!r}")
         check_policy(cuda_graph)
         dev = select_device(device) if device is not None else None
+        hw = check_imgsz(imgsz if imgsz is not None else model.imgsz, stride=model.stride)
+        if imgsz is not None and tuple(hw) != ((imgsz, imgsz) if isinstance(imgsz, int) else tuple(imgsz)):
+            logger.warning("imgsz=%s is not a multiple of the stride %d: predicting at imgsz=%s",
+                           imgsz, model.stride, list(hw))  # the same rounding (and notice) as train
         return cls(
             conf=float(conf), iou=float(iou),
-            imgsz=check_imgsz(imgsz if imgsz is not None else model.imgsz, stride=model.stride),
+            imgsz=hw,
             classes=list(classes) if classes is not None else None, max_det=max_det, device=dev,
             batch=batch, save=bool(save), save_dir=Path(save_dir) if save_dir else None,
             cuda_graph=cuda_graph, half=half, fuse=fuse, rect=rect, agnostic_nms=bool(agnostic_nms), bgr=bool(bgr),

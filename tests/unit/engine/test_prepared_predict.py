@@ -228,3 +228,17 @@ def test_staging_buffers_are_keyed_by_device_and_size():
     a = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
     out = st.upload(a, torch.device("cpu"))
     assert torch.equal(out, torch.from_numpy(a)) and not st._bufs  # CPU: no pinned staging
+
+
+def test_predict_rounds_imgsz_like_train_with_one_notice(caplog):
+    import logging
+
+    m = _model()
+    with caplog.at_level(logging.WARNING, logger="libreyolo.engine.predictor"):
+        m.predict(np.zeros((40, 40, 3), np.uint8), imgsz=33)
+    assert any("imgsz=33 is not a multiple" in r.getMessage() and "[64, 64]" in r.getMessage()
+               for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="libreyolo.engine.predictor"):
+        m.predict(np.zeros((40, 40, 3), np.uint8), imgsz=64)
+    assert not [r for r in caplog.records if "not a multiple" in r.getMessage()]
