@@ -154,32 +154,16 @@ def apply_patch(name: str | None) -> None:
 
 # ------------------------------------------------------------------------------------ child side
 def child(a: argparse.Namespace) -> None:
+    from benchmarks.peer_train import arm_overrides, train_arm
     from libreyolo.models._base.loader import LibreYOLO
-    from libreyolo.training.config import TrainConfig
-    from libreyolo.training.trainer import Trainer, with_family_defaults
 
     keys, patch = ARMS[a.arm]
     apply_patch(patch)
     model = LibreYOLO(weights_of(a.arm), pretrained=False, nc=6)
-    overrides: dict[str, Any] = dict(data=str(a.data), epochs=a.epochs, imgsz=a.imgsz, batch=a.batch, amp=True,
-                                     device=a.device, workers=a.workers, project=str(a.arm_dir), name="run",
-                                     exist_ok=True, plots=False, tensorboard=False, verbose=False, seed=0,
-                                     cuda_graph=not a.eager)
+    overrides = arm_overrides(a, cuda_graph=not a.eager)
     overrides.update(keys)
-    epochs: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
-    trainer = Trainer(model, TrainConfig.from_overrides(with_family_defaults(model, overrides)),
-                      explicit=set(overrides))
-
-    def on_epoch(t: Trainer, row: dict[str, float]) -> None:
-        epochs.append({"epoch": int(row["epoch"]), "time_s": round(time.perf_counter() - t0, 2),
-                       "mAP50-95": float(row.get("metrics/mAP50-95", float("nan"))),
-                       "mAP50": float(row.get("metrics/mAP50", float("nan"))),
-                       "loss": round(sum(v for k, v in row.items() if k.startswith("train/")), 5)})
-
-    trainer.callbacks.append(on_epoch)
-    trainer.fit()
-    out = {"arm": a.arm, "model": weights_of(a.arm), "keys": keys, "patch": patch, "wall_s": round(time.perf_counter() - t0, 2),
+    trainer, _, epochs, wall = train_arm(model, overrides)
+    out = {"arm": a.arm, "model": weights_of(a.arm), "keys": keys, "patch": patch, "wall_s": round(wall, 2),
            "epochs": epochs, "optimizer_steps": trainer.total_steps, "accumulate": trainer.accumulate,
            "warmup_iters": trainer.schedule.warmup_iters, "optimizer": type(trainer.optimizer).__name__,
            "lr": trainer.optimizer.param_groups[0]["initial_lr"]}

@@ -106,17 +106,20 @@ def run_ultralytics(arm: str, a: argparse.Namespace) -> dict[str, Any]:
             "wall_s": round(wall, 2), "epochs": epochs, "final_eval_best": final, "results_csv_mAP50-95": csv_map}
 
 
-def run_libreyolo(arm: str, a: argparse.Namespace) -> dict[str, Any]:
-    import libreyolo
-    from libreyolo.models._base.loader import LibreYOLO
+def arm_overrides(a: argparse.Namespace, *, cuda_graph: bool) -> dict[str, Any]:
+    """The train() keys every libreyolo arm shares (this script's and ablate_train.py's)."""
+    return dict(data=str(a.data), epochs=a.epochs, imgsz=a.imgsz, batch=a.batch, amp=True, device=a.device,
+                workers=a.workers, project=str(a.arm_dir), name="run", exist_ok=True, plots=False,
+                tensorboard=False, verbose=False, seed=0, cuda_graph=cuda_graph)
+
+
+def train_arm(model: Any, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any], list[dict[str, Any]], float]:
+    """Train ``model`` with ``overrides`` (under the family's defaults) through the Trainer and
+    record every epoch: cumulative seconds, mAP50-95, mAP50, summed train loss and the epoch's
+    own training seconds. Returns (trainer, result, epochs, wall seconds)."""
     from libreyolo.training.config import TrainConfig
     from libreyolo.training.trainer import Trainer, with_family_defaults
 
-    model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=6)
-    overrides = dict(data=str(a.data), epochs=a.epochs, imgsz=a.imgsz, batch=a.batch, amp=True, device=a.device,
-                     workers=a.workers, project=str(a.arm_dir), name="run", exist_ok=True, plots=False,
-                     tensorboard=False, verbose=False, seed=0, cuda_graph=arm == "lib-graph")
-    overrides.update(json.loads(a.lib_overrides or "{}"))
     epochs: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     trainer = Trainer(model, TrainConfig.from_overrides(with_family_defaults(model, overrides)),
@@ -126,11 +129,22 @@ def run_libreyolo(arm: str, a: argparse.Namespace) -> dict[str, Any]:
         epochs.append({"epoch": int(row["epoch"]), "time_s": round(time.perf_counter() - t0, 2),
                        "mAP50-95": float(row.get("metrics/mAP50-95", float("nan"))),
                        "mAP50": float(row.get("metrics/mAP50", float("nan"))),
+                       "loss": round(sum(v for k, v in row.items() if k.startswith("train/")), 5),
                        "train_s": round(float(row["time/epoch_s"]), 3)})
 
     trainer.callbacks.append(on_epoch)
     result = trainer.fit()
-    wall = time.perf_counter() - t0
+    return trainer, result, epochs, time.perf_counter() - t0
+
+
+def run_libreyolo(arm: str, a: argparse.Namespace) -> dict[str, Any]:
+    import libreyolo
+    from libreyolo.models._base.loader import LibreYOLO
+
+    model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=6)
+    overrides = arm_overrides(a, cuda_graph=arm == "lib-graph")
+    overrides.update(json.loads(a.lib_overrides or "{}"))
+    trainer, result, epochs, wall = train_arm(model, overrides)
     step_cost = time_step_and_ema(trainer)
     return {"step_cost_ms": step_cost, "library": f"libreyolo {libreyolo.__version__}", "model": "yolo9-t", "wall_s": round(wall, 2),
             "epochs": epochs, "optimizer_steps": trainer.total_steps, "accumulate": trainer.accumulate,
