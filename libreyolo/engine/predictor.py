@@ -248,17 +248,20 @@ class CallClock:
         return {"preprocess": pre / n, "inference": inf / n, "postprocess": post / n, "results": res / n}
 
 
-def _prepared(model: Any, opts: PredictOptions) -> tuple[Any, torch.dtype | None]:
-    """The model predict runs and the autocast dtype it still needs (only when it could not be
-    cast: a quantized model or a backend without preparation)."""
-    from ..models._base.inference import half_dtype, input_dtype
+def _prepared(model: Any, opts: PredictOptions) -> tuple[Any, torch.dtype | None, torch.dtype, bool]:
+    """(the model predict runs, the autocast dtype it still needs, the dtype and channels-last
+    layout its input is built in). Autocast only where the weights could not be cast (a family with
+    ``HALF_CAST = False``, a quantized model); a backend without preparation (ONNX Runtime) takes
+    fp32 NCHW input and no autocast."""
+    from ..models._base.inference import channels_last, half_dtype, input_dtype
 
     prepare = getattr(model, "prepared", None)
-    twin = prepare(half=opts.half, fuse=opts.fuse) if prepare is not None else model
-    amp = None
-    if opts.half and prepare is not None and input_dtype(twin) == torch.float32:
-        amp = half_dtype(model.device)
-    return twin, amp
+    if prepare is None:
+        return model, None, torch.float32, False
+    twin = prepare(half=opts.half, fuse=opts.fuse)
+    dtype = input_dtype(twin)
+    amp = half_dtype(model.device) if opts.half and dtype == torch.float32 else None
+    return twin, amp, dtype, channels_last(twin)
 
 
 def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Results]:
@@ -272,17 +275,15 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
         model.net.eval()
     batches = load_source(source, batch=opts.batch, bgr=opts.bgr,
                           vid_stride=opts.vid_stride)  # validates before any side effect
-    twin, amp = _prepared(model, opts)
+    twin, amp, dtype, cl = _prepared(model, opts)
     if getattr(model, "OUTPUT_KIND", "boxes") == "probs":
-        yield from _predict_probs(model, twin, amp, batches, opts, source)
+        yield from _predict_probs(model, twin, amp, dtype, cl, batches, opts, source)
         _report_skipped(batches)
         return
-    from ..models._base.inference import channels_last, cudnn_benchmark, input_dtype
+    from ..models._base.inference import cudnn_benchmark
 
     decoded = (bool(getattr(twin, "DECODE_TOPK", 0)) and opts.classes is None
                and opts.max_det <= twin.DECODE_TOPK)
-    dtype = input_dtype(twin) if amp is None and hasattr(twin, "prepared") else torch.float32
-    cl = hasattr(twin, "prepared") and channels_last(twin)
     clock = CallClock(device)
     saver = _Saver(model, opts, source)
     for items in batches:
@@ -370,14 +371,12 @@ def _report_skipped(batches: Any) -> None:
         logger.warning("%d of %d files skipped (unreadable)", batches.n_skipped, batches.n_read + batches.n_skipped)
 
 
-def _predict_probs(model: Family, twin: Any, amp: torch.dtype | None, batches: Any,
-                   opts: PredictOptions, source: Any) -> Iterator[Results]:
+def _predict_probs(model: Family, twin: Any, amp: torch.dtype | None, dtype: torch.dtype, cl: bool,
+                   batches: Any, opts: PredictOptions, source: Any) -> Iterator[Results]:
     """The classification path: center crop -> network -> softmax -> ``Results.probs``."""
-    from ..models._base.inference import channels_last, cudnn_benchmark, input_dtype
+    from ..models._base.inference import cudnn_benchmark
 
     device = model.device
-    dtype = input_dtype(twin) if amp is None and hasattr(twin, "prepared") else torch.float32
-    cl = hasattr(twin, "prepared") and channels_last(twin)
     clock = CallClock(device)
     saver = _Saver(model, opts, source)
     for items in batches:
