@@ -124,6 +124,7 @@ def build_twin(model: Family, spec: PrepSpec) -> Family:
     if spec.channels_last:
         net.to(memory_format=torch.channels_last)
     twin.is_twin = True
+    twin.prep_spec = spec
     logger.debug("prepared %s-%s for inference: fused=%s dtype=%s channels_last=%s", model.FAMILY,
                  model.size, twin.fused, spec.dtype, spec.channels_last)
     return twin
@@ -165,10 +166,10 @@ def input_dtype(model: Family) -> torch.dtype:
 
 
 def channels_last(model: Family) -> bool:
-    for p in model.net.parameters():
-        if p.dim() == 4:
-            return p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous()
-    return False
+    """Whether ``model`` (a prepared twin) was put in channels-last format, as its spec says (not
+    guessed from a weight, whose strides are ambiguous for 1x1 and depthwise kernels)."""
+    spec = getattr(model, "prep_spec", None)
+    return bool(spec is not None and spec.channels_last)
 
 
 def cudnn_benchmark(device: torch.device) -> Any:
