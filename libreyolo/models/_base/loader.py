@@ -20,7 +20,9 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     """Build a model from a weights name or file (SPEC U-1).
 
     Order: an existing local path, ``LIBREYOLO_WEIGHTS_DIR``, weights bundled with the package,
-    then the Hugging Face Hub cache / download. ``pretrained=False`` builds an untrained model of
+    then the Hugging Face Hub cache / download. A checkpoint of another library (an Ultralytics
+    ``.pt``, timm weights with their ``config.json``, or a folder holding both) is recognised and
+    converted on load with one log line (:mod:`libreyolo.convert`, docs/weights.md). ``pretrained=False`` builds an untrained model of
     the family and size the name describes (``nc``/``names`` set its classes).
 
     Example:
@@ -29,6 +31,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
         >>> model.FAMILY, model.size, model.nc
         ('yolo9', 't', 3)
     """
+    from ...convert import detect_format, load_foreign
     from ...io.checkpoint import model_from_checkpoint, read_checkpoint
     from ...io.weights import find_weights
     from ...registry import get_family, parse_weights_name
@@ -46,9 +49,12 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
         n = nc if nc is not None else (len(names) if names is not None else 80)
         m: Family = cls(size=parsed.size, task=parsed.task, nc=n, names=names)
     else:
-        path = find_weights(name)
-        obj = read_checkpoint(path)
-        m = model_from_checkpoint(obj, str(path))
+        path = _hub_snapshot_weights(Path(name)) or find_weights(name)
+        if detect_format(path) is not None:  # another library's checkpoint: convert on load
+            m = load_foreign(path)
+        else:
+            obj = read_checkpoint(path)
+            m = model_from_checkpoint(obj, str(path))
         if nc is not None and nc != m.nc:
             raise CheckpointError(
                 f"{name!r} was trained with nc={m.nc}; to train on {nc} classes load it as is and pass "
@@ -57,3 +63,16 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     if device is not None:
         m.to(device)
     return m
+
+
+_SNAPSHOT_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+
+
+def _hub_snapshot_weights(folder: Path) -> Path | None:
+    """The weights file of a Hub snapshot folder (``config.json`` + ``model.safetensors``)."""
+    if not (folder.is_dir() and (folder / "config.json").is_file()):
+        return None
+    for name in _SNAPSHOT_WEIGHTS:
+        if (folder / name).is_file():
+            return folder / name
+    return None

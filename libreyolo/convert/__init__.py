@@ -1,0 +1,145 @@
+"""Weights from other libraries: recognise a foreign checkpoint, read it safely, convert it.
+
+Readers (one module per origin) turn a file into :class:`ForeignWeights` — a plain
+``{name: Tensor}`` state dict plus what the file says about itself — without executing code
+from it (:mod:`.unpickle` for pickled model objects, ``weights_only=True`` / safetensors for
+plain state dicts). The mapping onto our networks lives with each family, in
+``libreyolo/models/<family>/convert.py``, which offers:
+
+- ``SOURCES``: the origins it can read (``"ultralytics"``, ``"timm"``, ...);
+- ``match(foreign) -> (size, nc) | None``: whether this checkpoint is of that family;
+- ``convert_state_dict(src, own) -> state dict``: the renamed (reshaped) tensors for a network
+  whose ``state_dict()`` is ``own``, raising :class:`~libreyolo.errors.CheckpointError` that
+  names the first key that does not fit.
+
+The dispatcher asks every registered family (no family is named here).
+
+Example:
+    >>> from libreyolo.convert import detect_format
+    >>> detect_format("LibreYOLO9t.pt") is None  # a libreyolo checkpoint is not foreign
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import CheckpointError
+
+if TYPE_CHECKING:
+    from ..models._base.family import Family
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ForeignWeights", "detect_format", "read_foreign", "convert_foreign", "load_foreign"]
+
+
+@dataclass(kw_only=True)
+class ForeignWeights:
+    """A checkpoint of another library, read into tensors.
+
+    source: the origin, e.g. ``"ultralytics"``, ``"timm"``.
+    arch: what the file calls its architecture (``"yolov9t"``, ``"resnet18"``), or ``""``.
+    state_dict: the reference's own tensor names (``model.0.conv.weight``, ``conv1.weight``).
+    names: class names when the file has them.
+    licence: the licence the weights are usually published under (informational).
+    """
+
+    source: str
+    arch: str
+    state_dict: dict[str, torch.Tensor]
+    path: str
+    names: dict[int, str] | None = None
+    licence: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def detect_format(path: str | Path) -> str | None:
+    """The origin of a foreign checkpoint file (``"ultralytics"``, ``"timm"``), or ``None`` when
+    it is not one this package reads (a libreyolo checkpoint, a missing file, anything else)."""
+    from . import timm as timm_reader
+    from . import ultralytics as ul_reader
+
+    p = Path(path)
+    if not p.is_file():
+        return None
+    for reader in (ul_reader, timm_reader):
+        if reader.recognise(p):
+            return reader.SOURCE
+    return None
+
+
+def read_foreign(path: str | Path, *, source: str | None = None) -> ForeignWeights:
+    """Read ``path`` with the reader of its origin (detected when ``source`` is None)."""
+    from . import timm as timm_reader
+    from . import ultralytics as ul_reader
+
+    readers = {r.SOURCE: r for r in (ul_reader, timm_reader)}
+    src = source or detect_format(path)
+    if src is None:
+        raise CheckpointError(f"'{path}' is not a checkpoint format libreyolo can convert (it reads Ultralytics "
+                              ".pt files and timm .safetensors/.bin with their config.json)")
+    if src not in readers:
+        raise CheckpointError(f"unknown checkpoint origin {src!r}; known: {', '.join(readers)}")
+    return readers[src].read(Path(path))
+
+
+def _convert_module(cls: type[Family]) -> Any | None:
+    package = cls.__module__.rsplit(".", 1)[0]
+    try:
+        return importlib.import_module(f"{package}.convert")
+    except ModuleNotFoundError as e:
+        if e.name == f"{package}.convert":
+            return None
+        raise
+
+
+def convert_foreign(fw: ForeignWeights, *, family: str | None = None) -> Family:
+    """Build the libreyolo model a foreign checkpoint describes and load its converted weights.
+
+    ``family`` restricts the choice (e.g. from ``model=LibreResNet18-cls.pt``).
+
+    Raises:
+        CheckpointError: no family reads it, or its tensors do not fit (the first key is named).
+    """
+    from ..io.checkpoint import load_state_into
+    from ..registry import families
+
+    tried: list[str] = []
+    for name, cls in sorted(families().items()):
+        if family is not None and name != family:
+            continue
+        mod = _convert_module(cls)
+        if mod is None or fw.source not in getattr(mod, "SOURCES", ()):
+            continue
+        tried.append(name)
+        found = mod.match(fw)
+        if found is None:
+            continue
+        size, nc = found
+        names = fw.names if fw.names and len(fw.names) == nc else None
+        model = cls(size=size, nc=nc, names=names)
+        try:
+            sd = mod.convert_state_dict(fw.state_dict, model.net.state_dict())
+        except CheckpointError as e:
+            raise CheckpointError(f"'{fw.path}' ({fw.source} {fw.arch or name}) cannot be converted to "
+                                  f"{name}-{size}: {e}") from e
+        load_state_into(model, sd, strict=True, where=fw.path)
+        model.ckpt_path = fw.path
+        logger.info("converted %s checkpoint '%s' (%s) to %s-%s, nc=%d", fw.source, fw.path,
+                    fw.arch or "?", name, size, nc)
+        return model
+    what = f"family {family!r}" if family else f"any family ({', '.join(tried) or 'none'} read {fw.source})"
+    raise CheckpointError(f"'{fw.path}' is a {fw.source} checkpoint ({fw.arch or 'unknown architecture'}) that "
+                          f"matches no {what}; see docs/weights.md for the checkpoints that convert")
+
+
+def load_foreign(path: str | Path, *, family: str | None = None) -> Family:
+    """:func:`read_foreign` then :func:`convert_foreign`."""
+    return convert_foreign(read_foreign(path), family=family)
