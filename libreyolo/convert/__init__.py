@@ -135,7 +135,8 @@ def convert_foreign(fw: ForeignWeights, *, family: str | None = None) -> Family:
         logger.info("converted %s checkpoint '%s' (%s) to %s-%s, nc=%d", fw.source, fw.path,
                     fw.arch or "?", name, size, nc)
         return model
-    what = f"family {family!r}" if family else f"any family ({', '.join(tried) or 'none'} read {fw.source})"
+    what = (f"family {family!r}" if family else
+            f"libreyolo family (those that read {fw.source} weights: {', '.join(tried) or 'none'})")
     raise CheckpointError(f"'{fw.path}' is a {fw.source} checkpoint ({fw.arch or 'unknown architecture'}) that "
                           f"matches no {what}; see docs/weights.md for the checkpoints that convert")
 

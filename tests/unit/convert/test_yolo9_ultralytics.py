@@ -147,6 +147,17 @@ def test_libreyolo_on_ultralytics_pt_is_one_line_error(saved_v9t) -> None:
     assert "\n" not in msg and "model.22.cv2.0.1.conv.weight" in msg and "yolo9-t" in msg
 
 
+def test_ultralytics_model_of_no_family_is_one_line_error(tmp_path) -> None:
+    from ultralytics import YOLO
+
+    path = tmp_path / "yolov8n.pt"
+    YOLO("yolov8n.yaml", verbose=False).save(str(path))
+    with pytest.raises(CheckpointError) as e:
+        LibreYOLO(str(path))
+    msg = str(e.value)
+    assert "\n" not in msg and "yolov8n" in msg and "matches no libreyolo family" in msg
+
+
 @pytest.mark.xfail(strict=True, raises=CheckpointError, reason=HEAD_MISMATCH)
 def test_predict_boxes_match_ultralytics(saved_v9t) -> None:
     from ultralytics import YOLO
