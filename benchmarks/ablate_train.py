@@ -18,11 +18,18 @@ Arms (``--arms`` picks; default: all):
                           100-iteration floor, no accumulation ramp (full ``nbs / batch`` from step 1),
                           AdamW beta1 warmed from ``warmup_momentum``
 ``no-ramp``               only the accumulation ramp removed
-``nbs16``                 ``nbs=16``: no accumulation at batch 16 (4x the optimizer steps)
+``nbs16``                 ``nbs=16``: no accumulation at batch 16 (4x the optimizer steps), weight
+                          decay normalised to 16 images
+``nbs64``                 ``nbs=64``: accumulate 4 batches per step under AdamW too (the default
+                          before AdamW stopped accumulating; SGD still does by default)
 ``warmup0``               ``warmup_epochs=0``
 ``warmup5``               ``warmup_epochs=5``
 ``warmup-no-floor``       warm-up of exactly ``warmup_epochs`` (no 100-iteration floor)
 ``bias-lr-0.1``           ``warmup_bias_lr=0.1`` under AdamW (the default starts AdamW biases at 0)
+``bias-lr-0.1-seed1``     the same, ``seed=1``
+``adamw-lr5e-4``          ``optimizer=AdamW, lr0=5e-4``: half the automatic lr (0.002 * 5 / (4 + nc)
+                          = 1e-3 with nc=6); is it right without accumulation?
+``adamw-lr2e-3``          ``optimizer=AdamW, lr0=2e-3``: twice the automatic lr
 ``ema-off``               ``ema=False``
 ``close-mosaic-0``        mosaic until the end
 ``close-mosaic-5``        mosaic off for the last 5 epochs
@@ -33,6 +40,7 @@ Arms (``--arms`` picks; default: all):
 ``<family>``              another family's smallest size with its own default recipe (yolox-s,
                           yolo7-tiny, rtmdet-t, rtdetr-r18, dfine-n; ``--arms families`` runs them all)
 ``<family>-old-schedule`` the same with the pre-issue-17 schedule
+``<family>-nbs64``        the same accumulating to 64 images per step
 ========================  ==========================================================================
 
 GPU (the lead's command; about 4-5 minutes on one H200 at the defaults: 16 arms, 8 at a time)::
@@ -69,10 +77,14 @@ ARMS: dict[str, tuple[dict[str, Any], str | None]] = {
     "old-schedule": ({}, "old-schedule"),
     "no-ramp": ({}, "no-ramp"),
     "nbs16": ({"nbs": 16}, None),
+    "nbs64": ({"nbs": 64}, None),
     "warmup0": ({"warmup_epochs": 0.0}, None),
     "warmup5": ({"warmup_epochs": 5.0}, None),
     "warmup-no-floor": ({}, "no-floor"),
     "bias-lr-0.1": ({"warmup_bias_lr": 0.1}, None),
+    "bias-lr-0.1-seed1": ({"warmup_bias_lr": 0.1, "seed": 1}, None),
+    "adamw-lr5e-4": ({"optimizer": "AdamW", "lr0": 0.0005, "momentum": 0.9}, None),
+    "adamw-lr2e-3": ({"optimizer": "AdamW", "lr0": 0.002, "momentum": 0.9}, None),
     "ema-off": ({"ema": False}, None),
     "close-mosaic-0": ({"close_mosaic": 0}, None),
     "close-mosaic-5": ({"close_mosaic": 5}, None),
@@ -89,6 +101,7 @@ YOLO9_ARMS = list(ARMS)
 for _fam in FAMILY_WEIGHTS:
     ARMS[f"{_fam}"] = ({}, None)
     ARMS[f"{_fam}-old-schedule"] = ({}, "old-schedule")
+    ARMS[f"{_fam}-nbs64"] = ({"nbs": 64}, None)
 
 
 def weights_of(arm: str) -> str:

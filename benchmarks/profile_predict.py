@@ -56,7 +56,7 @@ def top_functions(fn: Any, iters: int, n: int = 25) -> list[dict[str, Any]]:
     pr.disable()
     st = pstats.Stats(pr)
     rows = []
-    for (file, line, name), (cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
+    for (file, line, name), (_cc, nc, tt, ct, _callers) in st.stats.items():  # type: ignore[attr-defined]
         short = file.split("site-packages/")[-1].split("/work/main/")[-1].split("libreyolo/", 1)[-1]
         rows.append({"function": f"{short}:{line}({name})", "calls_per_predict": round(nc / iters, 2),
                      "own_us_per_predict": round(tt / iters * 1e6, 1), "cum_us_per_predict": round(ct / iters * 1e6, 1)})
@@ -83,6 +83,40 @@ def runtime_calls(fn: Any, device: torch.device, iters: int) -> dict[str, float]
     return {k: round(v / iters, 2) for k, v in counts.most_common(20)}
 
 
+def graph_kernels(replay: Any, device: torch.device) -> dict[str, Any]:
+    """Kernel count and GPU-time sum of one replay (torch.profiler), with the five slowest names."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            replay()
+        _sync(device)
+    kern = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    per: Counter[str] = Counter()
+    for e in kern:
+        per[e.name[:60]] += e.device_time_total / 5
+    return {"graph_kernels": round(len(kern) / 5), "graph_kernel_sum_ms": round(sum(per.values()) / 1e3, 4),
+            "graph_top_kernels": [f"{n} {v:.0f}us" for n, v in per.most_common(5)]}
+
+
+def interleaved(replays: dict[bool, Any], device: torch.device, iters: int) -> dict[str, dict[str, float]]:
+    """fp32 and fp16 replays alternated (no drift between arms): median ms and launch host us."""
+    ms: dict[bool, list[float]] = {k: [] for k in replays}
+    host: dict[bool, list[float]] = {k: [] for k in replays}
+    for _ in range(iters):
+        for k, fn in replays.items():
+            _sync(device)
+            t0 = time.perf_counter()
+            fn()
+            t1 = time.perf_counter()
+            _sync(device)
+            t2 = time.perf_counter()
+            host[k].append((t1 - t0) * 1e6)
+            ms[k].append((t2 - t0) * 1e3)
+    return {str(k): {"replay_ms": round(statistics.median(ms[k]), 4), "host_us": round(statistics.median(host[k]), 1)}
+            for k in replays}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -96,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     model = libre_model("yolo9", "t", device)
     graph = device.type == "cuda"
     arms = []
+    replays: dict[bool, Any] = {}
     for half in (False, True):
         def call(half: bool = half) -> Any:
             return model.predict(rgb, half=half, cuda_graph=graph, conf=0.25)
@@ -112,17 +147,20 @@ def main(argv: list[str] | None = None) -> int:
                               rect=True, stride=model.stride)
             decoded = bool(getattr(twin, "DECODE_TOPK", 0))
 
-            def replay(x: torch.Tensor = x) -> Any:
+            def replay(x: torch.Tensor = x, twin: Any = twin, decoded: bool = decoded) -> Any:
                 return twin.forward(x, cuda_graph=True, decoded=decoded)
 
             replay()
             arm["replay_ms"] = round(wall(replay, device, args.iters), 4)
             arm["host_ms"] = round(arm["call_ms"] - arm["replay_ms"], 4)
+            replays[half] = replay
+            arm.update(graph_kernels(replay, device))
         arm["speed"] = {k: round(v, 4) for k, v in call()[0].speed.items()}
         arm["top_functions"] = top_functions(call, args.iters)
         arm["runtime_calls_per_predict"] = runtime_calls(call, device, min(args.iters, 50))
         arms.append(arm)
         print(arm["half"], arm.get("call_ms"), arm.get("replay_ms"), flush=True)
+    inter = interleaved(replays, device, args.iters) if len(replays) == 2 else {}
     md = [f"# Host time of predict(): yolo9-t, batch 1, {what}\n"]
     md.append(md_table([{k: a.get(k) for k in ("half", "graph", "call_ms", "replay_ms", "host_ms")} for a in arms],
                        ["half", "graph", "call_ms", "replay_ms", "host_ms"]))
@@ -133,7 +171,15 @@ def main(argv: list[str] | None = None) -> int:
         if a["runtime_calls_per_predict"]:
             md.append("\nCUDA runtime calls per predict: " + ", ".join(
                 f"{k} {v}" for k, v in a["runtime_calls_per_predict"].items()))
-    write_result(args.out / "profile_predict.json", numbers={"arms": arms}, extra={"photo": what},
+    if inter:
+        md.append("\n## Graph replay of the fp32 and fp16 twins, interleaved (ms; host_us = the launch call "
+                  "without a sync)\n")
+        md.append(md_table([{"half": k, **v} for k, v in inter.items()], ["half", "replay_ms", "host_us"]))
+        md.append("\n" + "\n".join(f"- half={a['half']}: {a.get('graph_kernels')} kernels in the replay, "
+                                     f"kernel sum {a.get('graph_kernel_sum_ms')} ms; slowest: "
+                                     f"{a.get('graph_top_kernels')}" for a in arms))
+    write_result(args.out / "profile_predict.json", numbers={"arms": arms, "interleaved": inter},
+                 extra={"photo": what},
                  markdown="\n".join(md), commit=args.commit)
     return 0
 

@@ -13,6 +13,7 @@ import contextlib
 from typing import Any
 
 import torch
+from torch import nn
 
 from .errors import ConfigError
 
@@ -58,3 +59,18 @@ def autocast(device: torch.device | str, dtype: torch.dtype | None, *, cache: bo
         return contextlib.nullcontext()
     kind = device.type if isinstance(device, torch.device) else torch.device(device).type
     return torch.autocast(device_type=kind, dtype=dtype, cache_enabled=cache)
+
+
+def first_parameter(module: nn.Module) -> nn.Parameter | None:
+    """``next(module.parameters(), None)`` without building the generator chain: the module's own
+    parameters first, then its children depth-first (the order ``parameters()`` yields), so a
+    model's device is read in about a microsecond instead of tens (it is read on every predict)."""
+    for p in module._parameters.values():
+        if p is not None:
+            return p
+    for child in module._modules.values():
+        if child is not None:
+            p = first_parameter(child)
+            if p is not None:
+                return p
+    return None

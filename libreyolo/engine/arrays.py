@@ -15,8 +15,9 @@ def _from_array(arr: np.ndarray, *, bgr: bool, what: str) -> tuple[np.ndarray, n
     """Validate an (H, W), (H, W, 1), (H, W, 3) or (H, W, 4) uint8 array.
 
     Returns:
-        (RGB (H, W, 3), BGR (H, W, 3) or None): the BGR array is the caller's pixels (a view, no
-        copy, when they are already contiguous BGR), ``None`` when it would only be a flip of RGB.
+        (RGB (H, W, 3) or None, BGR (H, W, 3) or None): the pixels in the order the caller gave
+        them (a view, no copy, when already contiguous), the other ``None`` (made when needed:
+        :attr:`SourceItem.image`); a grayscale image is the same array in both.
     """
     if arr.dtype != np.uint8:
         raise SourceError(
@@ -38,8 +39,7 @@ def _from_array(arr: np.ndarray, *, bgr: bool, what: str) -> tuple[np.ndarray, n
     if arr.shape[0] < 1 or arr.shape[1] < 1:
         raise SourceError(f"{what} has an empty shape {tuple(arr.shape)}")
     if bgr:
-        orig = np.ascontiguousarray(arr[:, :, :3])
-        return swap_rb(orig), orig
+        return None, np.ascontiguousarray(arr[:, :, :3])
     return np.ascontiguousarray(arr[:, :, :3]), None
 
 

@@ -160,8 +160,12 @@ _STAGING = Staging()
 
 def preprocess(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device, *,
                dtype: torch.dtype = torch.float32, channels_last: bool = False, rect: bool = False,
-               stride: int = 32, staging: Staging | None = None) -> tuple[Tensor, list[LetterboxParams]]:
+               stride: int = 32, staging: Staging | None = None,
+               bgr: bool = False) -> tuple[Tensor, list[LetterboxParams]]:
     """RGB uint8 HWC images -> (Tensor[B, 3, H, W] ``dtype`` in [0, 1] on ``device``, letterbox params).
+
+    ``bgr``: the images are BGR; their channels are swapped on ``device`` (one small kernel there
+    instead of a host-side conversion per image).
 
     ``(H, W)`` is ``imgsz``, or with ``rect`` the smallest stride-multiple rectangle holding the
     scaled image when every image of the batch has the same shape (:func:`letterbox_shape`).
@@ -175,12 +179,16 @@ def preprocess(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.d
     if len(set(shapes)) == 1:
         arr = images[0][None] if len(images) == 1 else np.stack(images)  # (B, h, w, 3)
         t = (staging or _STAGING).upload(np.ascontiguousarray(arr), device).permute(0, 3, 1, 2)
+        if bgr:
+            t = t.flip(1)
         x, p = letterbox_batch(t, out_shape)
         params = [p] * len(images)
     else:
         boxed, params = [], []
         for im in images:
             t = torch.from_numpy(np.ascontiguousarray(im)).to(device, non_blocking=True).permute(2, 0, 1)
+            if bgr:
+                t = t.flip(0)
             b, p = letterbox(t, out_shape)
             boxed.append(b)
             params.append(p)
@@ -288,8 +296,9 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
     saver = _Saver(model, opts, source)
     for items in batches:
         clock.start()
-        x, params = preprocess([it.image for it in items], opts.imgsz, device, dtype=dtype, channels_last=cl,
-                               rect=opts.rect, stride=model.stride)
+        pixels, in_bgr = _pixels(items, device)
+        x, params = preprocess(pixels, opts.imgsz, device, dtype=dtype, channels_last=cl,
+                               rect=opts.rect, stride=model.stride, bgr=in_bgr)
         clock.mark()
         with cudnn_benchmark(device):
             raw = twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp, decoded=decoded) if decoded \
@@ -313,10 +322,18 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
                                     max_det=opts.max_det, agnostic=opts.agnostic_nms)
             dets = _to_host(dets)
         for it, det, p in zip(items, dets, params, strict=True):
-            det[:, :4] = scale_boxes(det[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.image.shape[:2])
+            det[:, :4] = scale_boxes(det[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.shape)
         clock.on_host()
         yield from _emit(model, items, clock, saver, boxes=dets)
     _report_skipped(batches)
+
+
+def _pixels(items: list[Any], device: torch.device) -> tuple[list[np.ndarray], bool]:
+    """(the arrays to upload, whether they are BGR): on CUDA a batch that came as BGR (files,
+    video, BGR arrays) goes up as it is and has its channels swapped there; otherwise RGB."""
+    if device.type == "cuda" and all(it.rgb is None for it in items):
+        return [it.bgr for it in items], True
+    return [it.image for it in items], False
 
 
 def _emit(model: Any, items: list[Any], clock: CallClock, saver: _Saver, **field: list[Tensor]) -> Iterator[Results]:

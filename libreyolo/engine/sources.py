@@ -72,17 +72,37 @@ class SourceItem:
     """One image or video frame.
 
     Attributes:
-        image (np.ndarray[H, W, 3], uint8, C-contiguous): RGB pixels, what the network is fed.
+        rgb (np.ndarray[H, W, 3] | None): RGB pixels when the source gave them in that order (PIL
+            images, tensors, ``bgr=False`` arrays); otherwise made from ``bgr`` on first use of
+            :attr:`image` (prediction on CUDA swaps the channels on the device instead).
         path: the file it came from, or ``None`` for in-memory images.
         frame: 0-based frame index for video frames, else ``None``.
         bgr (np.ndarray[H, W, 3] | None): the same pixels in BGR when the source gave them in
             that order (files, video frames, BGR numpy arrays); read them through :attr:`orig`.
+        One of ``rgb`` and ``bgr`` is always set.
     """
 
-    image: np.ndarray
+    rgb: np.ndarray | None = None
     path: str | None = None
     frame: int | None = None
     bgr: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.rgb is None and self.bgr is None:
+            raise ValueError("SourceItem needs rgb or bgr pixels")
+
+    @property
+    def image(self) -> np.ndarray:
+        """(np.ndarray[H, W, 3], uint8, C-contiguous): RGB pixels, what the network is fed."""
+        if self.rgb is None:
+            object.__setattr__(self, "rgb", swap_rb(self.bgr))  # once, then kept
+        return self.rgb
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(height, width) of the image."""
+        arr = self.rgb if self.rgb is not None else self.bgr
+        return int(arr.shape[0]), int(arr.shape[1])
 
     @property
     def orig(self) -> np.ndarray:
@@ -322,7 +342,7 @@ def _capture_entry(target: str | int, *, stride: int) -> _Entry:
         n = 0
         for index, bgr in video.iter_frames(cap, name=name, vid_stride=stride):
             n += 1
-            yield SourceItem(image=swap_rb(bgr), path=name, frame=index, bgr=bgr)
+            yield SourceItem(path=name, frame=index, bgr=bgr)
         logger.info("%s ended after %d frames", name, n)
 
     return read
@@ -334,7 +354,7 @@ def _file_entry(path: Path, *, stride: int = 1) -> _Entry:
 
     def read() -> Iterator[SourceItem]:
         rgb, bgr = _decode(path)
-        yield SourceItem(image=rgb, path=str(path), bgr=bgr)
+        yield SourceItem(rgb=rgb, path=str(path), bgr=bgr)
 
     return read
 
@@ -345,8 +365,8 @@ def _plan_array(arr: np.ndarray, *, bgr: bool) -> list[_Entry]:
     return [_const(*_from_array(arr, bgr=bgr, what="array"))]
 
 
-def _const(image: np.ndarray, bgr: np.ndarray | None = None) -> _Entry:
-    return lambda: iter((SourceItem(image=image, bgr=bgr),))
+def _const(image: np.ndarray | None, bgr: np.ndarray | None = None) -> _Entry:
+    return lambda: iter((SourceItem(rgb=image, bgr=bgr),))
 
 
 def _natural_sorted(paths: Iterable[Path]) -> list[Path]:
@@ -367,11 +387,13 @@ def read_image(path: str | Path) -> np.ndarray:
     Raises:
         SourceError: the file is missing, empty, corrupt, or not an image.
     """
-    return _decode(Path(path))[0]
+    rgb, bgr = _decode(Path(path))
+    return rgb if rgb is not None else swap_rb(bgr)
 
 
 def _decode(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
-    """(RGB, BGR or None) pixels of an image file; :class:`UnreadableFile` when it cannot be decoded."""
+    """(RGB or None, BGR or None) pixels of an image file, one of them set (OpenCV decodes to BGR,
+    the Pillow fallback to RGB); :class:`UnreadableFile` when it cannot be decoded."""
     import cv2
 
     try:
@@ -382,7 +404,7 @@ def _decode(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
         raise UnreadableFile(f"image file '{path}' is empty (0 bytes)", path=str(path))
     bgr = cv2.imdecode(data, cv2.IMREAD_COLOR)
     if bgr is not None:
-        return np.ascontiguousarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), bgr
+        return None, bgr
     try:
         from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -410,7 +432,7 @@ def _read_video(path: Path, *, stride: int = 1) -> Iterator[SourceItem]:
     n = 0
     for index, frame in video.iter_frames(cap, name=str(path), vid_stride=stride):
         n += 1
-        yield SourceItem(image=swap_rb(frame), path=str(path), frame=index, bgr=frame)
+        yield SourceItem(path=str(path), frame=index, bgr=frame)
     if n == 0:
         raise UnreadableFile(f"video '{path}' has no readable frames (corrupt file or unsupported codec)",
                              path=str(path))

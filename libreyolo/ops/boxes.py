@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -62,6 +63,17 @@ def scale_boxes(boxes: Tensor, *, ratio: float, pad: tuple[float, float], orig_s
     boxes (Tensor[N, 4]) xyxy in the network input; ``ratio`` and ``pad`` (left, top) as returned
     by :func:`libreyolo.ops.letterbox.letterbox_params`; orig_shape (h, w).
     """
+    if boxes.device.type == "cpu" and boxes.dtype == torch.float32 and not boxes.requires_grad:
+        # the predictor's host path: numpy on a few rows is ~20x cheaper than the indexed torch ops
+        # below, with the same float32 arithmetic (a Python float operand is cast to float32)
+        a = boxes.numpy().copy()
+        h, w = orig_shape
+        a[:, 0::2] -= np.float32(pad[0])
+        a[:, 1::2] -= np.float32(pad[1])
+        a /= np.float32(ratio)
+        np.clip(a[:, 0::2], 0, w, out=a[:, 0::2])
+        np.clip(a[:, 1::2], 0, h, out=a[:, 1::2])
+        return torch.from_numpy(a)
     out = boxes.clone()
     out[:, [0, 2]] = (out[:, [0, 2]] - pad[0]) / ratio
     out[:, [1, 3]] = (out[:, [1, 3]] - pad[1]) / ratio

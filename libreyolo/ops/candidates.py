@@ -38,6 +38,8 @@ def candidates_truncated(cands_host: Tensor, conf: float, *, k: int) -> bool:
     so its NMS could come out differently (a very low ``conf``)."""
     if cands_host.shape[1] < k or not cands_host.shape[1]:
         return False  # fewer anchors than k: every anchor is a candidate
+    if cands_host.device.type == "cpu":  # numpy: a few microseconds instead of a few torch calls
+        return bool((cands_host.numpy()[:, -1, 4] > conf).any())
     return bool((cands_host[:, -1, 4] > conf).any())
 
 
@@ -49,26 +51,28 @@ def select_detections(cands: Tensor, *, conf: float, iou: float, max_det: int, a
     Keeps rows with score > ``conf``; with ``nms`` (dense heads) class-aware (or agnostic) NMS at
     ``iou``. One device-to-host copy for the whole batch (plus one per image whose candidate set
     exceeds :data:`HOST_NMS_MAX`, where NMS runs on the device). ``host``: that copy, when the
-    caller already made it (:func:`to_host`).
+    caller already made it (:func:`to_host`). The thresholding runs in numpy on the host copy (the
+    candidate sets are small: torch's per-call overhead would dominate); NMS is torchvision's.
     """
     if host is None:
         host = to_host(cands)
+    arr = host.float().numpy()
     out = []
-    for b in range(host.shape[0]):
-        c = host[b]
-        keep_rows = c[:, 4] > conf  # a mask, not a count: NaN scores (ranked first by topk) drop out
-        n = int(keep_rows.sum())
-        d = c[keep_rows]  # still sorted by score
+    for b in range(arr.shape[0]):
+        c = arr[b]
+        d = c[c[:, 4] > conf]  # a mask, not a count: NaN scores (ranked first by topk) drop out; a copy
+        n = d.shape[0]
         if nms and n > 1:
             if n > HOST_NMS_MAX and cands.device.type != "cpu":
-                dev = cands[b][keep_rows.to(cands.device)]
+                dev = torch.from_numpy(d).to(cands.device)
                 keep = non_max_suppression(dev[:, :4], dev[:, 4], dev[:, 5].long(), iou=iou, max_det=max_det,
                                            agnostic=agnostic).cpu()
             else:
-                keep = non_max_suppression(d[:, :4], d[:, 4], d[:, 5].long(), iou=iou, max_det=max_det,
+                t = torch.from_numpy(d)
+                keep = non_max_suppression(t[:, :4], t[:, 4], t[:, 5].long(), iou=iou, max_det=max_det,
                                            agnostic=agnostic)
-            d = d[keep]
-        out.append(d[:max_det])
+            d = d[keep.numpy()]
+        out.append(torch.from_numpy(d[:max_det]))
     return out
 
 

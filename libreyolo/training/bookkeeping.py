@@ -129,9 +129,9 @@ def log_run_start(t: Any) -> None:
     ddp = (f", DDP {dist.world_size} processes x batch {t.batch} ({dist.backend}"
            f"{', SyncBatchNorm' if sync else ''})" if dist is not None else "")
     logger.info("training %s-%s on %s: %d epoch%s from %d, batch %d%s (accumulate %d after a %d-iteration "
-                "warm-up, nbs %d; %d optimizer steps), imgsz %d, device %s, amp %s -> %s", t.model.FAMILY,
+                "warm-up, nbs %s; %d optimizer steps), imgsz %d, device %s, amp %s -> %s", t.model.FAMILY,
                 t.model.size, cfg.data, cfg.epochs, _s(cfg.epochs), t.start_epoch + 1, cfg.batch, ddp,
-                t.accumulate, t.schedule.warmup_iters, cfg.nbs, t.total_steps, cfg.imgsz, t.device,
+                t.accumulate, t.schedule.warmup_iters, cfg.nbs if cfg.nbs is not None else "auto", t.total_steps, cfg.imgsz, t.device,
                 t.amp_dtype, t.save_dir)
 
 

@@ -79,7 +79,9 @@ class TrainConfig:
     warmup_momentum: float = 0.8
     warmup_bias_lr: float = 0.1
     cos_lr: bool = False
-    nbs: int = 64
+    nbs: int | None = field(default=None, metadata={"help": "nominal batch: accumulate gradients to this many images "
+                                                    "per optimizer step (default: 64 under SGD, every batch "
+                                                    "under AdamW; weight decay is normalised to it either way)"})
     clip_grad: float = 10.0
     amp: bool = True
     amp_dtype: AmpDtype = "float16"
@@ -136,7 +138,8 @@ class TrainConfig:
         return cfg
 
     def _check(self) -> None:
-        positive = {"epochs": self.epochs, "batch": self.batch, "imgsz": self.imgsz, "nbs": self.nbs}
+        positive = {"epochs": self.epochs, "batch": self.batch, "imgsz": self.imgsz,
+                    "nbs": 1 if self.nbs is None else self.nbs}
         for k, v in positive.items():
             if v < 1:
                 raise ConfigError(f"{k} must be >= 1, got {v}")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import torch
 from torch import Tensor, nn
 
-from ...device import autocast, select_device  # noqa: F401 - select_device re-exported (older imports)
+from ...device import autocast, first_parameter, select_device  # noqa: F401 - select_device re-exported
 from ...errors import ConfigError, keyword_checked
 from ...graphs.seam import Stage
 
@@ -172,7 +172,7 @@ class Family:
     # ------------------------------------------------------------------ device / state
     @property
     def device(self) -> torch.device:
-        p = next(self.net.parameters(), None)
+        p = first_parameter(self.net)
         return p.device if p is not None else torch.device("cpu")
 
     @property

@@ -37,9 +37,10 @@ def _losses(run: Path) -> list[float]:
 
 
 def test_small_run_steps_every_epoch_and_warns_once(tiny_shapes, tmp_path, caplog):
-    """19.1: 8 images, batch 2, the default nbs=64, 3 epochs: the 32-batch window is never full, yet
-    the optimizer steps (ramped accumulation + the partial window at every epoch end)."""
-    t = Trainer(_model(), TrainConfig.from_overrides(over(tiny_shapes, tmp_path, epochs=3)))
+    """19.1: 8 images, batch 2, nbs=64 given (AdamW accumulates only then), 3 epochs: the 32-batch
+    window is never full, yet the optimizer steps (ramped accumulation + the partial window at every
+    epoch end)."""
+    t = Trainer(_model(), TrainConfig.from_overrides(over(tiny_shapes, tmp_path, epochs=3, nbs=64)))
     positions: list[tuple[int, int]] = []
     original = Trainer._optimizer_step
 

@@ -148,3 +148,28 @@ def test_ema_foreach_update_matches_the_formula_without_state_dict_walks(monkeyp
         if v.dtype.is_floating_point:
             assert not torch.equal(v, start[k]), k
             assert torch.allclose(v, start[k] + (sd[k] - start[k]) * (1 - d), atol=1e-6), k
+
+
+@pytest.mark.parametrize(("optimizer", "nbs", "want_acc"), [
+    ("auto", None, 1),          # a short run: auto picks AdamW, which steps on every batch
+    ("AdamW", None, 1),
+    ("AdamW", 64, 4),           # nbs given: accumulate to it under AdamW too
+    ("SGD", None, 4),           # SGD accumulates to 64 images per step by default
+    ("SGD", 32, 2),
+])
+def test_plan_accumulates_for_sgd_only_and_keeps_decay_per_epoch(optimizer, nbs, want_acc):
+    from libreyolo.training.config import TrainConfig
+    from libreyolo.training.plan import nominal_batch, plan_steps
+
+    cfg = TrainConfig(optimizer=optimizer, nbs=nbs)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Conv2d(4, 2, 1))
+    plan = plan_steps(cfg, net=net, nc=3, batch=16, world_size=1, nb=20, explicit={"optimizer", "nbs"},
+                      device=torch.device("cpu"), train_state=None, warn=False)
+    assert plan.accumulate == want_acc
+    assert plan.schedule.accumulate_at(0) == 1 and plan.schedule.accumulate_at(10_000) == want_acc
+    decay = plan.optimizer.param_groups[0]["weight_decay"]
+    assert decay == pytest.approx(cfg.weight_decay * 16 * want_acc / nominal_batch(cfg))
+    # steps counted for the run are those of the chosen accumulation (every epoch ends with a step)
+    assert plan.total_steps == count_optimizer_steps(plan.schedule, iters_per_epoch=20, epochs=cfg.epochs)
+    if want_acc == 1:
+        assert plan.total_steps == 20 * cfg.epochs

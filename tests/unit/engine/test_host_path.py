@@ -1,0 +1,70 @@
+"""The predictor's host-side fast paths give exactly what the general paths give."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from libreyolo.engine.predictor import preprocess
+from libreyolo.engine.sources import load_source
+from libreyolo.ops.boxes import scale_boxes
+from libreyolo.ops.candidates import candidates_truncated, select_detections
+
+
+def _torch_scale(boxes, ratio, pad, orig_shape):  # the indexed-torch formula, written out
+    out = boxes.clone()
+    out[:, [0, 2]] = (out[:, [0, 2]] - pad[0]) / ratio
+    out[:, [1, 3]] = (out[:, [1, 3]] - pad[1]) / ratio
+    h, w = orig_shape
+    out[:, [0, 2]] = out[:, [0, 2]].clamp(0, w)
+    out[:, [1, 3]] = out[:, [1, 3]].clamp(0, h)
+    return out
+
+
+def test_scale_boxes_numpy_path_is_bitwise_the_torch_formula():
+    g = torch.Generator().manual_seed(0)
+    boxes = torch.rand(500, 4, generator=g) * 700 - 30  # some outside the image: clipped
+    for ratio, pad, shape in [(0.6666667, (0.0, 80.0), (480, 640)), (1.0, (3.5, 0.0), (333, 517)),
+                              (0.31, (12.0, 7.0), (1080, 1920))]:
+        got = scale_boxes(boxes, ratio=ratio, pad=pad, orig_shape=shape)
+        want = _torch_scale(boxes, ratio, pad, shape)
+        assert got.dtype == torch.float32 and torch.equal(got, want)
+    assert torch.equal(boxes, boxes.clone())  # input untouched (no in-place edit)
+
+
+def test_select_detections_numpy_threshold_matches_a_torch_reference():
+    g = torch.Generator().manual_seed(1)
+    b, k = 3, 50
+    xy = torch.rand(b, k, 2, generator=g) * 300
+    wh = torch.rand(b, k, 2, generator=g) * 80 + 1
+    scores = torch.rand(b, k, generator=g).sort(dim=1, descending=True).values
+    scores[1, 0] = float("nan")  # NaN ranks first after topk: it must drop out
+    cands = torch.cat([xy, xy + wh, scores[..., None], torch.randint(0, 3, (b, k, 1), generator=g).float()], -1)
+    got = select_detections(cands, conf=0.4, iou=0.5, max_det=7, agnostic=False)
+    from torchvision.ops import batched_nms
+
+    for i in range(b):
+        c = cands[i][cands[i][:, 4] > 0.4]
+        keep = batched_nms(c[:, :4], c[:, 4], c[:, 5].long(), 0.5)[:7]
+        assert torch.equal(got[i], c[keep]), i
+    assert not candidates_truncated(cands, 0.4, k=k + 1)  # fewer anchors than k
+    assert candidates_truncated(cands, 0.0, k=k) and not candidates_truncated(cands, 0.999, k=k)
+
+
+def test_bgr_sources_stay_bgr_until_rgb_is_needed():
+    bgr = np.zeros((4, 5, 3), np.uint8)
+    bgr[..., 0] = 200  # blue in BGR order
+    (item,) = next(iter(load_source(bgr, batch=1)))
+    assert item.rgb is None and np.array_equal(item.orig, bgr)
+    assert item.shape == (4, 5)
+    assert item.image[0, 0].tolist() == [0, 0, 200] and item.rgb is not None  # made on first use
+
+
+def test_preprocess_swaps_bgr_channels_on_the_device_exactly():
+    rng = np.random.default_rng(0)
+    rgb = [rng.integers(0, 256, (37, 53, 3), dtype=np.uint8) for _ in range(2)]
+    bgr = [np.ascontiguousarray(im[:, :, ::-1]) for im in rgb]
+    for images_rgb, images_bgr in ((rgb, bgr), (rgb[:1] + [rgb[1][:20]], bgr[:1] + [bgr[1][:20]])):  # same / mixed shapes
+        want, p1 = preprocess(images_rgb, (64, 64), torch.device("cpu"))
+        got, p2 = preprocess(images_bgr, (64, 64), torch.device("cpu"), bgr=True)
+        assert torch.equal(got, want) and p1 == p2
