@@ -8,8 +8,8 @@ plain state dicts). The mapping onto our networks lives with each family, in
 
 - ``SOURCES``: the origins it can read (``"ultralytics"``, ``"timm"``, ...);
 - ``match(foreign) -> (size, nc) | None``: whether this checkpoint is of that family;
-- ``convert_state_dict(src, own) -> state dict``: the renamed (reshaped) tensors for a network
-  whose ``state_dict()`` is ``own``, raising :class:`~libreyolo.errors.CheckpointError` that
+- ``convert_state_dict(src, own, *, arch) -> state dict``: the renamed (reshaped) tensors for a
+  network whose ``state_dict()`` is ``own`` (``arch`` is what the file calls its architecture), raising :class:`~libreyolo.errors.CheckpointError` that
   names the first key that does not fit.
 
 The dispatcher asks every registered family (no family is named here).
@@ -126,7 +126,7 @@ def convert_foreign(fw: ForeignWeights, *, family: str | None = None) -> Family:
         names = fw.names if fw.names and len(fw.names) == nc else None
         model = cls(size=size, nc=nc, names=names)
         try:
-            sd = mod.convert_state_dict(fw.state_dict, model.net.state_dict())
+            sd = mod.convert_state_dict(fw.state_dict, model.net.state_dict(), arch=fw.arch)
         except CheckpointError as e:
             raise CheckpointError(f"'{fw.path}' ({fw.source} {fw.arch or name}) cannot be converted to "
                                   f"{name}-{size}: {e}") from e

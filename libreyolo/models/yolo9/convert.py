@@ -87,7 +87,7 @@ def infer_size_nc(src: Mapping[str, Tensor]) -> tuple[str, int]:
                           f"of the sizes {', '.join(VARIANTS)}")
 
 
-def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor]) -> dict[str, Tensor]:
+def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:
     """Reference state dict -> a state dict for a network whose ``state_dict()`` is ``own``.
 
     Every target tensor must be filled by exactly one reference tensor of the same shape.

@@ -17,7 +17,7 @@ def randomize_norms(module: nn.Module, seed: int = 1) -> None:
             m.running_mean.copy_(torch.randn(n, generator=g) * 0.1)
             m.running_var.copy_(torch.rand(n, generator=g) * 0.5 + 0.75)
             if m.affine:
-                m.weight.copy_(torch.rand(n, generator=g) * 0.5 + 0.75)
+                m.weight.copy_(torch.rand(n, generator=g) * 0.25 + 0.5)  # keeps deep nets well conditioned
                 m.bias.copy_(torch.randn(n, generator=g) * 0.1)
 
 
