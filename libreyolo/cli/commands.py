@@ -245,6 +245,49 @@ def run_export(kw: dict[str, Any], quiet: bool) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- convert
+def _convert_keys() -> dict[str, Key]:
+    return _as_dict([
+        Key(name="src", kind="str", default=None,
+            help="checkpoint of another library: an Ultralytics .pt, timm .safetensors/.bin (config.json "
+                 "beside it) or a Hub snapshot folder"),
+        Key(name="model", kind="str", default=None,
+            help="expected libreyolo family/size as a weights name, e.g. LibreResNet18-cls.pt (default: detected)"),
+        Key(name="out", kind="str", default=None, help="native checkpoint to write (default: <src name>-libreyolo.pt)"),
+    ])
+
+
+def run_convert(kw: dict[str, Any], quiet: bool) -> int:
+    from ..convert import load_foreign
+    from ..errors import CheckpointError
+    from ..models._base.loader import hub_snapshot_weights
+    from ..registry import parse_weights_name
+
+    src = kw.get("src")
+    if not src:
+        raise ConfigError("convert needs src=<checkpoint of another library>, e.g. "
+                          "libreyolo convert src=yolov9t.pt out=LibreYOLO9t-mine.pt")
+    given = Path(src).expanduser()
+    path = hub_snapshot_weights(given) or given
+    if not path.is_file():
+        raise CheckpointError(f"src '{src}' does not exist (or is a folder without config.json and "
+                              "model.safetensors); check the path.")
+    family = size = None
+    if kw.get("model"):
+        parsed = parse_weights_name(str(kw["model"]))
+        family, size = parsed.family, parsed.size
+    model = load_foreign(path, family=family)
+    if size is not None and model.size != size:
+        raise CheckpointError(f"'{src}' converts to {model.FAMILY}-{model.size}, not the size {size!r} that "
+                              f"model={kw['model']} names; leave model= out or name size {model.size!r}")
+    out = Path(kw.get("out") or f"{given.name.split('.', 1)[0]}-libreyolo.pt")
+    from ..io.checkpoint import save_model
+
+    save_model(model, out)
+    print(f"Converted {src} -> {out} ({model.FAMILY}-{model.size}, {model.task}, nc={model.nc})")
+    return 0
+
+
 # ---------------------------------------------------------------------------- benchmark
 def _benchmark_keys() -> dict[str, Key]:
     return _as_dict([
@@ -346,6 +389,9 @@ COMMANDS: dict[str, Command] = {
         Command(name="export", summary="export the network (ONNX) with portable math",
                 example="libreyolo export model=LibreYOLO9t.pt format=onnx imgsz=640 --dynamic",
                 run=run_export, keys=_export_keys),
+        Command(name="convert", summary="convert a checkpoint of another library (Ultralytics, timm) to libreyolo",
+                example="libreyolo convert src=timm-resnet18/ model=LibreResNet18-cls.pt out=LibreResNet18-mine-cls.pt",
+                run=run_convert, keys=_convert_keys, loads_model=False),
         Command(name="benchmark", summary="measure eager vs CUDA-graph prediction latency",
                 example="libreyolo benchmark model=LibreYOLO9t.pt imgsz=640 batch=1,8 cuda_graph=true out=bench/",
                 run=run_benchmark, keys=_benchmark_keys, loads_model=False),

@@ -49,7 +49,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
         n = nc if nc is not None else (len(names) if names is not None else 80)
         m: Family = cls(size=parsed.size, task=parsed.task, nc=n, names=names)
     else:
-        path = _hub_snapshot_weights(Path(name)) or find_weights(name)
+        path = hub_snapshot_weights(Path(name)) or find_weights(name)
         if detect_format(path) is not None:  # another library's checkpoint: convert on load
             m = load_foreign(path)
         else:
@@ -68,7 +68,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
 _SNAPSHOT_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
 
-def _hub_snapshot_weights(folder: Path) -> Path | None:
+def hub_snapshot_weights(folder: Path) -> Path | None:
     """The weights file of a Hub snapshot folder (``config.json`` + ``model.safetensors``)."""
     if not (folder.is_dir() and (folder / "config.json").is_file()):
         return None

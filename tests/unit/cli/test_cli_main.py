@@ -103,7 +103,7 @@ def test_python_dash_m_libreyolo_version() -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == (
         "libreyolo: error: unknown command 'predcit'. Did you mean 'predict'? "
-        "Commands: predict, train, val, export, benchmark, version, help."
+        "Commands: predict, train, val, export, convert, benchmark, version, help."
     )
 
 
