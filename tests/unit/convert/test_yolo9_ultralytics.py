@@ -10,11 +10,15 @@ that turn into failures (XPASS) the day the head offers the ungrouped layout.
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 import torch
 from _convert_helpers import assert_rel_close, randomize_norms
 
+# Ultralytics reads these when imported: no network, settings in a scratch folder
+os.environ.setdefault("YOLO_OFFLINE", "true")
+os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp(prefix="ulcfg-"))
 ultralytics = pytest.importorskip("ultralytics")
 
 from libreyolo import LibreYOLO  # noqa: E402
@@ -26,19 +30,6 @@ from libreyolo.models.yolo9.nn import build_yolo9  # noqa: E402
 
 HEAD_MISMATCH = ("Ultralytics' Detect box branch is ungrouped; ours (the original YOLOv9 DDetect) uses "
                  "groups=4 (docs/weights.md)")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _offline(tmp_path_factory: pytest.TempPathFactory):
-    old = {k: os.environ.get(k) for k in ("YOLO_OFFLINE", "YOLO_CONFIG_DIR")}
-    os.environ["YOLO_OFFLINE"] = "true"
-    os.environ["YOLO_CONFIG_DIR"] = str(tmp_path_factory.mktemp("ulcfg"))
-    yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 def _reference(size: str):
