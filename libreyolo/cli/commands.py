@@ -279,7 +279,7 @@ def run_convert(kw: dict[str, Any], quiet: bool) -> int:
     model = load_foreign(path, family=family)
     if size is not None and model.size != size:
         raise CheckpointError(f"'{src}' converts to {model.FAMILY}-{model.size}, not the size {size!r} that "
-                              f"model={kw['model']} names; leave model= out or name size {model.size!r}")
+                              f"model={kw['model']} names; leave model= out or name size {model.size!r}.")
     out = Path(kw.get("out") or f"{given.name.split('.', 1)[0]}-libreyolo.pt")
     from ..io.checkpoint import save_model
 

@@ -60,6 +60,9 @@ class ForeignWeights:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+_LABELS = {"ultralytics": "an Ultralytics", "timm": "a timm"}
+
+
 def detect_format(path: str | Path) -> str | None:
     """The origin of a foreign checkpoint file (``"ultralytics"``, ``"timm"``), or ``None`` when
     it is not one this package reads (a libreyolo checkpoint, a missing file, anything else)."""
@@ -84,9 +87,9 @@ def read_foreign(path: str | Path, *, source: str | None = None) -> ForeignWeigh
     src = source or detect_format(path)
     if src is None:
         raise CheckpointError(f"'{path}' is not a checkpoint format libreyolo can convert (it reads Ultralytics "
-                              ".pt files and timm .safetensors/.bin with their config.json)")
+                              ".pt files and timm .safetensors/.bin with their config.json).")
     if src not in readers:
-        raise CheckpointError(f"unknown checkpoint origin {src!r}; known: {', '.join(readers)}")
+        raise CheckpointError(f"unknown checkpoint origin {src!r}; known: {', '.join(readers)}.")
     return readers[src].read(Path(path))
 
 
@@ -137,8 +140,9 @@ def convert_foreign(fw: ForeignWeights, *, family: str | None = None) -> Family:
         return model
     what = (f"family {family!r}" if family else
             f"libreyolo family (those that read {fw.source} weights: {', '.join(tried) or 'none'})")
-    raise CheckpointError(f"'{fw.path}' is a {fw.source} checkpoint ({fw.arch or 'unknown architecture'}) that "
-                          f"matches no {what}; see docs/weights.md for the checkpoints that convert")
+    label = _LABELS.get(fw.source, f"a {fw.source}")
+    raise CheckpointError(f"'{fw.path}' is {label} checkpoint ({fw.arch or 'unknown architecture'}) that "
+                          f"matches no {what}; see docs/weights.md for the checkpoints that convert.")
 
 
 def load_foreign(path: str | Path, *, family: str | None = None) -> Family:

@@ -35,7 +35,7 @@ def rename_all(src: Mapping[str, Tensor], rename: Callable[[str], str | None]) -
         if new is None:
             continue
         if new in out:
-            raise CheckpointError(f"reference keys {out[new][0]!r} and {k!r} both map to {new!r}")
+            raise CheckpointError(f"reference keys {out[new][0]!r} and {k!r} both map to {new!r}.")
         out[new] = (k, v)
     return out
 
@@ -50,18 +50,18 @@ def fit(renamed: Mapping[str, tuple[str, Tensor]], own: Mapping[str, Tensor]) ->
     out: dict[str, Tensor] = {}
     for new, (ref_key, v) in renamed.items():
         if new not in own:
-            raise CheckpointError(f"reference key {ref_key!r} (ours would be {new!r}) has no place in this network")
+            raise CheckpointError(f"reference key {ref_key!r} (ours would be {new!r}) has no place in this network.")
         target = own[new]
         if tuple(v.shape) != tuple(target.shape):
             if v.numel() != target.numel() or _squeezed(v.shape) != _squeezed(target.shape):
                 raise CheckpointError(f"reference key {ref_key!r} has shape {tuple(v.shape)}, ours {new!r} has "
-                                      f"{tuple(target.shape)}")
+                                      f"{tuple(target.shape)}.")
             v = v.reshape(target.shape)
         out[new] = v.detach().to(target.dtype) if v.is_floating_point() else v.detach()
     missing = [k for k in own if k not in out and not k.endswith(COUNTER)]
     if missing:
         raise CheckpointError(f"the reference state dict has nothing for {missing[0]!r} "
-                              f"({len(missing)} of our tensors unfilled)")
+                              f"({len(missing)} of our tensors unfilled).")
     for k in own:
         if k.endswith(COUNTER):
             out[k] = torch.zeros_like(own[k])

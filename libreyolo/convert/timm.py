@@ -56,7 +56,7 @@ def read(path: Path) -> ForeignWeights:
     cfg = _config(path)
     if cfg is None:
         raise CheckpointError(f"'{path}' has no timm config.json beside it (with an \"architecture\" entry), so "
-                              "its architecture is unknown; put the Hub's config.json next to it")
+                              "its architecture is unknown; put the Hub's config.json next to it.")
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -70,7 +70,7 @@ def read(path: Path) -> ForeignWeights:
     if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
         sd = sd["state_dict"]
     if not isinstance(sd, dict) or not sd or not all(isinstance(v, torch.Tensor) for v in sd.values()):
-        raise CheckpointError(f"'{path}' is not a state dict of tensors, so it is not timm weights")
+        raise CheckpointError(f"'{path}' is not a state dict of tensors, so it is not timm weights.")
     names = None
     labels = cfg.get("label_names") or (cfg.get("pretrained_cfg") or {}).get("label_names")
     if isinstance(labels, list):

@@ -51,10 +51,10 @@ def read(path: Path) -> ForeignWeights:
         model = obj
     if not isinstance(model, Stub) or "_modules" not in model.__dict__:
         raise CheckpointError(f"'{path}' looks like an Ultralytics checkpoint but holds no model object "
-                              "(no 'model' or 'ema' entry); use a weights file saved by Ultralytics")
+                              "(no 'model' or 'ema' entry); use a weights file saved by Ultralytics.")
     sd = dict(module_state_dict(model))
     if not sd:
-        raise CheckpointError(f"'{path}' holds an Ultralytics model object without any tensors")
+        raise CheckpointError(f"'{path}' holds an Ultralytics model object without any tensors.")
     names = model.__dict__.get("names")
     if isinstance(names, list | tuple):
         names = dict(enumerate(names))

@@ -241,6 +241,12 @@ def pickle_globals(path: str | Path, *, limit: int = 200) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _clip(e: BaseException) -> str:
+    """An exception's text as one clause (first line, no sentence breaks, at most 120 characters)."""
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return text.replace(". ", "; ")[:120].rstrip(".")
+
+
 def read_foreign_pickle(path: str | Path) -> Any:
     """Unpickle a ``torch.save`` archive (zip) with the restricted unpickler (module docstring).
 
@@ -255,14 +261,14 @@ def read_foreign_pickle(path: str | Path) -> Any:
             storages = _read_storages(z, prefix)
     except (zipfile.BadZipFile, EOFError, KeyError, OSError, RuntimeError) as e:
         raise CheckpointError(
-            f"checkpoint '{path}' is truncated or corrupt (not a complete PyTorch zip archive: {e}); use "
+            f"checkpoint '{path}' is truncated or corrupt (not a complete PyTorch zip archive: {_clip(e)}); use "
             "another copy or save or download it again.") from e
     try:
         return _RestrictedUnpickler(io.BytesIO(data), storages).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError,
             RuntimeError) as e:
         raise CheckpointError(f"'{path}' holds a pickle that cannot be read safely ({type(e).__name__}: "
-                              f"{str(e)[:120]}); use another copy of the checkpoint.") from e
+                              f"{_clip(e)}); use another copy of the checkpoint.") from e
 
 
 def module_state_dict(module: Any, prefix: str = "") -> OrderedDict[str, torch.Tensor]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     Order: an existing local path, ``LIBREYOLO_WEIGHTS_DIR``, weights bundled with the package,
     then the Hugging Face Hub cache / download. A checkpoint of another library (an Ultralytics
     ``.pt``, timm weights with their ``config.json``, or a folder holding both) is recognised and
-    converted on load with one log line (:mod:`libreyolo.convert`, docs/weights.md). ``pretrained=False`` builds an untrained model of
+    converted on load with one log line (:mod:`libreyolo.convert`, docs/weights.md); so is a Hub
+    repository of such weights named ``"hf-hub:<owner>/<repo>"`` (Hub cache first, then download). ``pretrained=False`` builds an untrained model of
     the family and size the name describes (``nc``/``names`` set its classes).
 
     Example:
@@ -49,7 +51,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
         n = nc if nc is not None else (len(names) if names is not None else 80)
         m: Family = cls(size=parsed.size, task=parsed.task, nc=n, names=names)
     else:
-        path = hub_snapshot_weights(Path(name)) or find_weights(name)
+        path = hub_repo_weights(name) or hub_snapshot_weights(Path(name)) or find_weights(name)
         if detect_format(path) is not None:  # another library's checkpoint: convert on load
             m = load_foreign(path)
         else:
@@ -76,3 +78,47 @@ def hub_snapshot_weights(folder: Path) -> Path | None:
         if (folder / name).is_file():
             return folder / name
     return None
+
+
+_HUB_ID = re.compile(r"^hf[-_]hub:(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+?)(?:@(?P<rev>[\w.-]+))?$")
+
+
+def hub_repo_weights(name: str) -> Path | None:
+    """``"hf-hub:<owner>/<repo>[@revision]"`` -> the local path of its ``model.safetensors`` (with
+    ``config.json`` beside it, as the Hub client lays out a snapshot), from the Hub cache or else a
+    download; ``None`` for any other name. The explicit prefix keeps local paths such as
+    ``runs/best`` from ever being looked up on the Hub.
+
+    Raises:
+        CheckpointError: listing what was tried, when neither the cache nor a download has it.
+    """
+    m = _HUB_ID.match(name)
+    if m is None:
+        return None
+    from ...io.weights import hub_offline_reason
+
+    repo, rev = m["repo"], m["rev"]
+    tried: list[str] = []
+    for local_only in (True, False):
+        where = "Hub cache" if local_only else "Hub download"
+        if not local_only:
+            offline = hub_offline_reason()
+            if offline:
+                tried.append(f"{where} (skipped: {offline})")
+                break
+        try:
+            from huggingface_hub import hf_hub_download
+
+            hf_hub_download(repo_id=repo, filename="config.json", revision=rev, local_files_only=local_only)
+            for fname in _SNAPSHOT_WEIGHTS:
+                try:
+                    return Path(hf_hub_download(repo_id=repo, filename=fname, revision=rev,
+                                                local_files_only=local_only))
+                except Exception as e:  # noqa: BLE001 - try the next file name, then report
+                    last = e
+            raise last
+        except Exception as e:  # noqa: BLE001 - every Hub failure mode becomes one clear error
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            tried.append(f"{where} ({type(e).__name__}{': ' + msg if msg else ''})")
+    raise CheckpointError(f"could not get Hub repository {repo!r} (config.json + model.safetensors or "
+                          f"pytorch_model.bin); tried: " + "; ".join(tried) + ".")

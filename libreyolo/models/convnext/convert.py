@@ -47,7 +47,7 @@ def rename_key(k: str) -> str:
         return f"body.features.{2 * int(m[1]) + 1}.{m[2]}.{_BLOCK[m[3]]}.{m[4]}"
     if m := re.fullmatch(r"head\.(norm|fc)\.(\w+)", k):
         return f"body.classifier.{0 if m[1] == 'norm' else 2}.{m[2]}"
-    raise CheckpointError(f"reference key {k!r} is not part of a timm ConvNeXt this converter knows")
+    raise CheckpointError(f"reference key {k!r} is not part of a timm ConvNeXt this converter knows.")
 
 
 def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:

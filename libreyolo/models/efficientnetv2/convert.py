@@ -64,7 +64,7 @@ def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, 
             part = m[4]
             inner = ("3.0" if m[1] in depthwise else "1.0") if part == "conv_pwl" else _INNER[part]
             return f"body.features.{int(m[2]) + 1}.{m[3]}.block.{inner}.{m[5]}"
-        raise CheckpointError(f"reference key {k!r} is not part of a timm EfficientNetV2 this converter knows")
+        raise CheckpointError(f"reference key {k!r} is not part of a timm EfficientNetV2 this converter knows.")
 
     if base_arch(arch).startswith("tf_"):
         logger.warning("%s pads stride-2 convolutions TF-'same' (asymmetric); libreyolo's EfficientNetV2 pads "

@@ -50,6 +50,6 @@ def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, 
             part = _PART[m[3]]
             return f"body.features.{flat[(int(m[1]), int(m[2]))]}.{part}.{0 if m[4] == 'conv' else 1}.{m[5]}"
         raise CheckpointError(f"reference key {k!r} is not part of a timm MobileNetV4 this converter knows "
-                              "(layer scale and attention blocks are not)")
+                              "(layer scale and attention blocks are not).")
 
     return fit(rename_all(src, rename), own)

@@ -40,20 +40,20 @@ def rename_key(key: str) -> str | None:
         parts = parts[1:]
     if not parts or not parts[0].isdigit():
         raise CheckpointError(f"reference key {key!r} is not of the form model.<layer>.<...>, so this is "
-                              "not a YOLOv9 state dict")
+                              "not a YOLOv9 state dict.")
     idx, rest = int(parts[0]), parts[1:]
     if key.endswith(_DROP_SUFFIXES):
         return None
     if idx not in _INDEX_TO_ATTR:
         raise CheckpointError(f"reference key {key!r} belongs to layer {idx}, which a YOLOv9 (GELAN) "
-                              "network of this layout does not have (an auxiliary branch, or another model)")
+                              "network of this layout does not have (an auxiliary branch, or another model).")
     if idx == _HEAD:
         if rest[:1] == ["dfl"]:
             return None
         branch = {"cv2": "box", "cv3": "cls"}.get(rest[0]) if rest else None
         if branch is None:
             raise CheckpointError(f"reference head key {key!r} is neither a box (cv2), class (cv3) nor DFL "
-                                  "tensor; this head layout is not supported")
+                                  "tensor; this head layout is not supported.")
         rest = [branch, *rest[1:]]
     return ".".join([_INDEX_TO_ATTR[idx], *rest])
 
@@ -75,7 +75,7 @@ def infer_size_nc(src: Mapping[str, Tensor]) -> tuple[str, int]:
         for k in (f"model.{key}", key):
             if k in src:
                 return src[k]
-        raise CheckpointError(f"this is not a YOLOv9 (GELAN) state dict: it has no {key!r} tensor")
+        raise CheckpointError(f"this is not a YOLOv9 (GELAN) state dict: it has no {key!r} tensor.")
 
     stem = int(get("0.conv.weight").shape[0])
     elan3 = int(get("4.cv4.conv.weight").shape[0])
@@ -84,7 +84,7 @@ def infer_size_nc(src: Mapping[str, Tensor]) -> tuple[str, int]:
         if v.stem[0] == stem and v.backbone[0][0] == elan3:
             return size, nc
     raise CheckpointError(f"this YOLOv9 state dict (stem {stem}, first ELAN {elan3} channels wide) matches none "
-                          f"of the sizes {', '.join(VARIANTS)}")
+                          f"of the sizes {', '.join(VARIANTS)}.")
 
 
 def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:
@@ -102,19 +102,19 @@ def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, 
         if new is None:
             continue
         if new not in own:
-            raise CheckpointError(f"reference key {k!r} (ours would be {new!r}) has no place in this network")
+            raise CheckpointError(f"reference key {k!r} (ours would be {new!r}) has no place in this network.")
         if tuple(own[new].shape) != tuple(v.shape):
             hint = ""
             if new.startswith("head.box.") and v.dim() == 4 and v.shape[1] != own[new].shape[1]:
                 hint = (" (the reference box branch uses ungrouped convolutions, ours groups=4 as in the "
                         "original YOLOv9 DDetect head: an Ultralytics YOLOv9 head cannot be converted exactly)")
             raise CheckpointError(f"reference key {k!r} has shape {tuple(v.shape)}, ours {new!r} has "
-                                  f"{tuple(own[new].shape)}{hint}")
+                                  f"{tuple(own[new].shape)}{hint}.")
         out[new] = v.detach().to(own[new].dtype) if v.is_floating_point() else v.detach()
     missing = [k for k in own if k not in out and not k.endswith(_DROP_SUFFIXES)]
     if missing:
         raise CheckpointError(f"the reference state dict has nothing for {missing[0]!r} "
-                              f"({len(missing)} of our tensors unfilled)")
+                              f"({len(missing)} of our tensors unfilled).")
     for k in own:
         if k.endswith(_DROP_SUFFIXES) and k not in out:
             out[k] = torch.zeros_like(own[k])
@@ -134,5 +134,5 @@ def match(fw: object) -> tuple[str, int] | None:
     if not gelan and not arch.startswith(("yolov9", "gelan")):
         return None
     if not gelan:
-        raise CheckpointError(f"checkpoint says it is {arch!r} but does not have the GELAN layer layout")
+        raise CheckpointError(f"checkpoint says it is {arch!r} but does not have the GELAN layer layout.")
     return infer_size_nc(sd)

@@ -128,3 +128,26 @@ def test_unknown_timm_architecture_is_one_line_error(tmp_path: Path) -> None:
     assert "\n" not in str(e.value)
     fw = read_foreign(folder / "model.safetensors")
     assert fw.arch == "vit_tiny_patch16_224"
+
+
+def test_hub_repo_id_resolves_through_the_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LibreYOLO("hf-hub:<repo>")``: the real huggingface_hub lookup against a local cache laid out
+    as the Hub client writes it (offline), then converted like a local folder."""
+    import huggingface_hub.constants as c
+
+    ref = _reference("convnext_atto", {}, nc=4)
+    cache = tmp_path / "hub"
+    repo_dir = cache / "models--timm--convnext_atto.test"
+    _hub_folder(repo_dir / "snapshots" / ("b" * 40), ref, "convnext_atto")
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text("b" * 40)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(cache))
+    model = LibreYOLO("hf-hub:timm/convnext_atto.test")
+    assert (model.FAMILY, model.size, model.nc) == ("convnext", "atto", 4)
+    _compare(model.net, ref)
+    with pytest.raises(CheckpointError) as e:
+        LibreYOLO("hf-hub:timm/not_cached")
+    msg = str(e.value)
+    assert "\n" not in msg and "Hub cache" in msg and "HF_HUB_OFFLINE" in msg
