@@ -25,8 +25,10 @@ Arms (``--arms`` picks; default: all):
 ``warmup0``               ``warmup_epochs=0``
 ``warmup5``               ``warmup_epochs=5``
 ``warmup-no-floor``       warm-up of exactly ``warmup_epochs`` (no 100-iteration floor)
-``bias-lr-0.1``           ``warmup_bias_lr=0.1`` under AdamW (the default starts AdamW biases at 0)
+``bias-lr-0.1``           ``warmup_bias_lr=0.1`` (the default since round 2; before it AdamW's biases
+                          warmed up from 0)
 ``bias-lr-0.1-seed1``     the same, ``seed=1``
+``bias-lr-0``             ``warmup_bias_lr=0``: AdamW's biases warm up from 0 like the other groups
 ``adamw-lr5e-4``          ``optimizer=AdamW, lr0=5e-4``: half the automatic lr (0.002 * 5 / (4 + nc)
                           = 1e-3 with nc=6); is it right without accumulation?
 ``adamw-lr2e-3``          ``optimizer=AdamW, lr0=2e-3``: twice the automatic lr
@@ -83,6 +85,7 @@ ARMS: dict[str, tuple[dict[str, Any], str | None]] = {
     "warmup-no-floor": ({}, "no-floor"),
     "bias-lr-0.1": ({"warmup_bias_lr": 0.1}, None),
     "bias-lr-0.1-seed1": ({"warmup_bias_lr": 0.1, "seed": 1}, None),
+    "bias-lr-0": ({"warmup_bias_lr": 0.0}, None),
     "adamw-lr5e-4": ({"optimizer": "AdamW", "lr0": 0.0005, "momentum": 0.9}, None),
     "adamw-lr2e-3": ({"optimizer": "AdamW", "lr0": 0.002, "momentum": 0.9}, None),
     "ema-off": ({"ema": False}, None),

@@ -6,8 +6,8 @@ finishes its warm-up and trains at full rate for the other half); ``warmup_epoch
 off. During warm-up:
 
 * the bias group's lr falls linearly from ``warmup_bias_lr`` and every other group's lr rises
-  linearly from 0, all towards ``initial_lr * factor(epoch)`` (the trainer passes
-  ``warmup_bias_lr=0`` for AdamW unless the user set it: a high bias lr destabilises Adam);
+  linearly from 0, all towards ``initial_lr * factor(epoch)`` (for SGD and AdamW alike; the DETR
+  families default to ``warmup_bias_lr=0``, as their reference recipe);
 * SGD momentum rises from ``warmup_momentum`` to ``momentum`` (AdamW's betas are left alone);
 * gradient accumulation ramps from 1 micro-batch per optimizer step to the nominal
   ``nbs / total_batch`` (:meth:`LRSchedule.accumulate_at`), so the first steps are frequent

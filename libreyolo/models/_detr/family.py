@@ -46,6 +46,7 @@ class EncoderDecoderFamily(Family):
     # Applied by the trainer under the user's own keys.
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
         "optimizer": "AdamW", "lr0": 1e-4, "momentum": 0.9, "weight_decay": 1e-4, "mosaic": 0.0,
+        "warmup_bias_lr": 0.0,  # the reference warms every group up from 0 (no separate bias lr)
     }
 
     def postprocess(self, raw: Any, *, conf: float, iou: float, classes: list[int] | None,

@@ -31,6 +31,7 @@ class DEIM(EncoderDecoderFamily):
     # which the trainer has no key for: see models/_detr/deim_losses.dense_o2o_mosaic).
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
         "optimizer": "AdamW", "lr0": 2.5e-4, "momentum": 0.9, "weight_decay": 1.25e-4, "mosaic": 0.5, "amp": False,
+        "warmup_bias_lr": 0.0,  # no separate bias warm-up in the reference
     }
 
     @classmethod

@@ -31,6 +31,7 @@ class DFINE(EncoderDecoderFamily):
     # n config uses lr 8e-4, weight decay 1e-4), fp32 training.
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
         "optimizer": "AdamW", "lr0": 2.5e-4, "momentum": 0.9, "weight_decay": 1.25e-4, "mosaic": 0.0, "amp": False,
+        "warmup_bias_lr": 0.0,  # no separate bias warm-up in the reference
     }
 
     @classmethod

@@ -173,3 +173,28 @@ def test_plan_accumulates_for_sgd_only_and_keeps_decay_per_epoch(optimizer, nbs,
     assert plan.total_steps == count_optimizer_steps(plan.schedule, iters_per_epoch=20, epochs=cfg.epochs)
     if want_acc == 1:
         assert plan.total_steps == 20 * cfg.epochs
+    assert plan.schedule.warmup_bias_lr == cfg.warmup_bias_lr == 0.1  # biases warm down from 0.1 under AdamW too
+
+
+def test_bias_warmup_start_scales_with_a_shortened_adamw_warmup():
+    from libreyolo.training.config import TrainConfig
+    from libreyolo.training.plan import bias_warmup_start
+
+    cfg = TrainConfig()
+    assert bias_warmup_start(cfg, optimizer="AdamW", warmup_iters=200) == 0.1
+    assert bias_warmup_start(cfg, optimizer="AdamW", warmup_iters=50) == pytest.approx(0.05)
+    assert bias_warmup_start(cfg, optimizer="SGD", warmup_iters=12) == 0.1  # SGD: as given
+    assert bias_warmup_start(TrainConfig(warmup_bias_lr=0.0), optimizer="AdamW", warmup_iters=100) == 0.0
+
+
+def test_detr_families_keep_their_reference_bias_warmup_of_zero():
+    """A 0.1 bias lr is 400-1000x the DETR recipes' AdamW lr: those families opt out."""
+    from libreyolo.registry import families
+
+    seen = 0
+    for fam in families().values():
+        d = getattr(fam, "TRAIN_DEFAULTS", {})
+        if d.get("optimizer") == "AdamW":
+            seen += 1
+            assert d.get("warmup_bias_lr") == 0.0, fam.FAMILY
+    assert seen >= 4  # rtdetr, rtdetrv2, dfine, deim
