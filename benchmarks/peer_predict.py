@@ -296,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--no-ultralytics", action="store_true")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--commit", default=None, help="commit to record (default: LIBREYOLO_COMMIT or git)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("YOLO_OFFLINE", "1")
@@ -325,12 +326,12 @@ def main(argv: list[str] | None = None) -> int:
                           "kernels": (v.get("eager_profile") or {}).get("kernel_count"),
                           "compile": (v.get("compile") or {}).get("median_ms")} for k, v in net.items()],
                         ["arm", "eager", "graph", "kernel_sum", "kernels", "compile"]), ""]
-    md += ["## Targets", "", md_table([{"target": k, **v} for k, v in tg.items()], ["target", "value", "target", "met"])]
+    md += ["## Targets", "", md_table([{"measure": k, **v} for k, v in tg.items()], ["measure", "value", "target", "met"])]
     args.out.mkdir(parents=True, exist_ok=True)
     write_result(args.out / "peer_predict.json",
                  numbers={"arms": rows, "network_step": net, "targets": tg, "seconds": time.perf_counter() - t0},
                  extra={"photo": what, "device": str(device), "warmup": args.warmup, "iters": args.iters},
-                 markdown="\n".join(md))
+                 markdown="\n".join(md), commit=args.commit)
     print("\n".join(md))
     return 0
 
