@@ -60,19 +60,24 @@ class ForeignWeights:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-_LABELS = {"ultralytics": "an Ultralytics", "timm": "a timm"}
+_LABELS = {"ultralytics": "an Ultralytics", "timm": "a timm", "transformers": "a transformers"}
+
+
+def _readers() -> tuple[Any, ...]:
+    from . import timm as timm_reader
+    from . import transformers as hf_reader
+    from . import ultralytics as ul_reader
+
+    return (ul_reader, timm_reader, hf_reader)
 
 
 def detect_format(path: str | Path) -> str | None:
     """The origin of a foreign checkpoint file (``"ultralytics"``, ``"timm"``), or ``None`` when
     it is not one this package reads (a libreyolo checkpoint, a missing file, anything else)."""
-    from . import timm as timm_reader
-    from . import ultralytics as ul_reader
-
     p = Path(path)
     if not p.is_file():
         return None
-    for reader in (ul_reader, timm_reader):
+    for reader in _readers():
         if reader.recognise(p):
             return reader.SOURCE
     return None
@@ -80,14 +85,11 @@ def detect_format(path: str | Path) -> str | None:
 
 def read_foreign(path: str | Path, *, source: str | None = None) -> ForeignWeights:
     """Read ``path`` with the reader of its origin (detected when ``source`` is None)."""
-    from . import timm as timm_reader
-    from . import ultralytics as ul_reader
-
-    readers = {r.SOURCE: r for r in (ul_reader, timm_reader)}
+    readers = {r.SOURCE: r for r in _readers()}
     src = source or detect_format(path)
     if src is None:
         raise CheckpointError(f"'{path}' is not a checkpoint format libreyolo can convert (it reads Ultralytics "
-                              ".pt files and timm .safetensors/.bin with their config.json).")
+                              ".pt files, and timm or transformers .safetensors/.bin with their config.json).")
     if src not in readers:
         raise CheckpointError(f"unknown checkpoint origin {src!r}; known: {', '.join(readers)}.")
     return readers[src].read(Path(path))
