@@ -38,23 +38,24 @@ H, W = 96, 128
 TOKENS = 21 * (H // 32) * (W // 32)  # strides 8, 16, 32: 16 + 4 + 1 tokens per 32x32 cell
 
 
-def _config(size: str):
-    from transformers import RTDetrConfig, RTDetrResNetConfig
+def _config(size: str, *, v2: bool = False):
+    from transformers import RTDetrConfig, RTDetrResNetConfig, RTDetrV2Config
 
+    config = RTDetrV2Config if v2 else RTDetrConfig
     if size == "r50":
-        return RTDetrConfig(num_labels=80, num_queries=TOKENS)
+        return config(num_labels=80, num_queries=TOKENS)
     depths = [2, 2, 2, 2] if size == "r18" else [3, 4, 6, 3]
     backbone = RTDetrResNetConfig(depths=depths, layer_type="basic", hidden_sizes=[64, 128, 256, 512],
                                   embedding_size=64, out_features=["stage2", "stage3", "stage4"])
-    return RTDetrConfig(num_labels=80, backbone_config=backbone, encoder_in_channels=[128, 256, 512],
-                        hidden_expansion=0.5, decoder_layers=3 if size == "r18" else 4, num_queries=TOKENS)
+    return config(num_labels=80, backbone_config=backbone, encoder_in_channels=[128, 256, 512],
+                  hidden_expansion=0.5, decoder_layers=3 if size == "r18" else 4, num_queries=TOKENS)
 
 
-def _reference(size: str):
-    from transformers import RTDetrForObjectDetection
+def _reference(size: str, *, v2: bool = False):
+    from transformers import RTDetrForObjectDetection, RTDetrV2ForObjectDetection
 
     torch.manual_seed(0)
-    ref = RTDetrForObjectDetection(_config(size)).eval()
+    ref = (RTDetrV2ForObjectDetection if v2 else RTDetrForObjectDetection)(_config(size, v2=v2)).eval()
     randomize_norms(ref)
     return ref
 
@@ -87,6 +88,18 @@ def test_outputs_equal_transformers(size: str) -> None:
                                            path="<memory>"))
     assert (model.FAMILY, model.size, model.nc) == ("rtdetr", size, 80)
     x = torch.rand(1, 3, H, W, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours = model.net.eval()(x)
+    _assert_same_queries(ours, _ref_outputs(ref, x), w=W)
+
+
+@pytest.mark.parametrize("size", ["r18", "r34"])
+def test_rtdetrv2_outputs_equal_transformers(size: str) -> None:
+    ref = _reference(size, v2=True)
+    model = convert_foreign(ForeignWeights(source="transformers", arch="rt_detr_v2", state_dict=ref.state_dict(),
+                                           path="<memory>"))
+    assert (model.FAMILY, model.size, model.nc) == ("rtdetrv2", size, 80)
+    x = torch.rand(1, 3, H, W, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         ours = model.net.eval()(x)
     _assert_same_queries(ours, _ref_outputs(ref, x), w=W)
