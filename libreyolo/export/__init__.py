@@ -1,7 +1,8 @@
-"""Export: one module per format. ``export(model, overrides)`` is what ``Family.export`` calls.
+"""Export: one module per format, found through the format registry (:mod:`.registry`).
 
-Exported graphs always carry the portable math (SPEC K-6, K-9): kernel predicates decline while
-exporting and the fused-attention policy keeps the explicit equation.
+``export(model, overrides)`` is what ``Family.export`` calls. Exported graphs always carry the
+portable math (SPEC K-6, K-9): kernel predicates decline while tracing or exporting and the
+fused-attention policy keeps the explicit equation.
 """
 
 from __future__ import annotations
@@ -10,21 +11,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import ExportConfig
+from .registry import format_names, get_format
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
 
-FORMATS = ("onnx",)
+FORMATS = format_names()
 
 
 def export(model: Family, overrides: dict[str, Any]) -> Path:
-    """Export ``model`` as ``overrides`` say (keys of :class:`ExportConfig`); returns the file path."""
+    """Export ``model`` as ``overrides`` say (keys of :class:`ExportConfig`); returns the path."""
     cfg = ExportConfig.from_overrides(overrides, default_imgsz=model.imgsz)
-    if cfg.format == "onnx":
-        from .onnx import export_onnx
-
-        return export_onnx(model, cfg)
-    raise AssertionError("unreachable: ExportConfig validates the format")  # pragma: no cover
+    return get_format(cfg.format).load_exporter()(model, cfg)
 
 
-__all__ = ["FORMATS", "ExportConfig", "export"]
+__all__ = ["FORMATS", "ExportConfig", "export", "format_names", "get_format"]

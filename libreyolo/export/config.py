@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import ExportError, check_keys, suggest
+from ..errors import ExportError, check_keys
 
 DEFAULT_OPSET = 17
 
@@ -15,11 +15,20 @@ DEFAULT_OPSET = 17
 class ExportConfig:
     """Options of ``model.export(...)`` / ``libreyolo export``.
 
-    format: only ``"onnx"`` today. imgsz: input size (int or (h, w)); batch: batch size of the
-    traced input; dynamic: make batch, height and width dynamic axes (as far as the family
-    allows); opset: ONNX opset; half: float16 weights and input (CUDA only); simplify: run
-    ``onnxslim`` over the graph when installed; file: output path (default next to the weights,
-    else ``<family><size>.onnx`` in the working directory).
+    format: a registered format (:mod:`libreyolo.export.registry`: ``onnx``, ``torchscript``,
+    ``openvino``). imgsz: input size (int or (h, w)); batch: batch size of the traced input;
+    dynamic: make batch, height and width dynamic axes (as far as the family allows; with the
+    decode inside only the batch); opset: ONNX opset (ONNX and OpenVINO); half: float16 weights
+    and input (CUDA only); simplify: run ``onnxslim`` over the graph when installed; file:
+    output path (default next to the weights, else ``<family><size>.<suffix>`` in the working
+    directory).
+
+    What the graph returns: by default the raw head outputs (the family's eager postprocess
+    decodes them). ``decode=True`` puts the family's decode inside: one output
+    ``candidates`` Tensor[B, k, 6] (x1, y1, x2, y2 in input pixels, score, class id) sorted by
+    decreasing score, ``k`` the family's ``DECODE_TOPK``. ``nms=True`` (implies ``decode``) adds
+    NMS at ``iou`` (class-aware unless ``agnostic_nms``) over candidates scoring above ``conf``:
+    one output ``detections`` Tensor[B, max_det, 6], unused rows all zero.
     """
 
     format: str = "onnx"
@@ -31,22 +40,42 @@ class ExportConfig:
     simplify: bool = False
     device: str | None = None
     file: str | None = None
+    decode: bool = False
+    nms: bool = False
+    iou: float = 0.7
+    conf: float = 0.001
+    max_det: int = 300
+    agnostic_nms: bool = False
+
+    @property
+    def head(self) -> str:
+        """What the exported graph returns: ``"raw"``, ``"decode"`` or ``"nms"``."""
+        return "nms" if self.nms else "decode" if self.decode else "raw"
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any], *, default_imgsz: int) -> ExportConfig:
+        from .registry import get_format
+
         names = [f.name for f in fields(cls)]
         check_keys(overrides, names, what="export")
         values = {"imgsz": default_imgsz, **overrides}
-        fmt = str(values.get("format", "onnx")).lower()
-        if fmt not in ("onnx",):
-            raise ExportError(f"unknown export format {fmt!r}.{suggest(fmt, ['onnx'])} Supported formats: onnx")
-        values["format"] = fmt
-        batch = values.get("batch", 1)
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ExportError(f"batch must be a positive int, got {batch!r}")
+        values["format"] = get_format(str(values.get("format", "onnx"))).name
+        for key in ("batch", "max_det"):
+            v = values.get(key, 1)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ExportError(f"{key} must be a positive int, got {v!r}")
         opset = values.get("opset", DEFAULT_OPSET)
         if isinstance(opset, bool) or not isinstance(opset, int) or not 11 <= opset <= 23:
             raise ExportError(f"opset must be an int in [11, 23], got {opset!r}")
+        for key in ("iou", "conf"):
+            v = values.get(key, 0.5)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) <= 1.0:
+                raise ExportError(f"{key} must be a number in [0, 1], got {v!r}")
+            if key in values:
+                values[key] = float(v)
+        for key in ("decode", "nms", "dynamic", "half", "simplify", "agnostic_nms"):
+            if key in values and not isinstance(values[key], bool):
+                raise ExportError(f"{key} must be true or false, got {values[key]!r}")
         if values.get("file") is not None:
             values["file"] = str(Path(values["file"]))
         return cls(**values)

@@ -6,14 +6,16 @@ fused-attention policy decline under: the file holds portable math only. The exp
 is a fused copy; the caller's model is not modified.
 
 Graph contract: input ``images`` Tensor[B, 3, H, W] float (RGB, [0, 1], letterboxed);
-outputs named by the family's ``OUTPUT_NAMES`` (raw head outputs, decoded by the same eager
-postprocess as PyTorch prediction). Metadata: the ``libreyolo`` metadata property holds JSON with
-family, task, size, nc, names, imgsz, stride, output names and the libreyolo version.
+outputs as :mod:`libreyolo.export.graph` says: the family's ``OUTPUT_NAMES`` (raw head outputs,
+decoded by the same eager postprocess as PyTorch prediction), or with ``decode=True`` one
+``candidates`` Tensor[B, k, 6], or with ``nms=True`` one ``detections`` Tensor[B, max_det, 6]
+(NMS as the standard ``NonMaxSuppression`` operator). Metadata: the ``libreyolo`` metadata property holds JSON with
+family, task, size, nc, names, imgsz, stride, output names, head (raw / decode / nms and its
+thresholds) and the libreyolo version.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import warnings
@@ -22,17 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._version import __version__
 from ..errors import ExportError
-from ..ops.letterbox import check_imgsz
 from .config import ExportConfig
+from .graph import METADATA_KEY, build_export_graph
+from .graph import output_names as _output_names
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
 
 logger = logging.getLogger(__name__)
 
-METADATA_KEY = "libreyolo"
 # Ops that must never appear: fused attention (opset 23 "Attention") or anything outside the
 # standard ONNX domain (custom kernels).
 FORBIDDEN_OPS = frozenset({"Attention", "ScaledDotProductAttention", "MultiHeadAttention"})
@@ -47,10 +48,8 @@ def _require_onnx() -> Any:
 
 
 def output_names(model: Family) -> list[str]:
-    names = list(getattr(model, "OUTPUT_NAMES", ()) or ())
-    if not names:
-        raise ExportError(f"{model.FAMILY} declares no OUTPUT_NAMES, so it cannot be exported yet")
-    return names
+    """The raw outputs' names in an export without the decode inside."""
+    return _output_names(model, "raw")
 
 
 def portable_op_violations(onnx_model: Any) -> list[str]:
@@ -64,55 +63,46 @@ def portable_op_violations(onnx_model: Any) -> list[str]:
 
 def export_onnx(model: Family, cfg: ExportConfig) -> Path:
     """Write ``model`` as ONNX; returns the path."""
-    onnx = _require_onnx()
-    from ..models._base.family import select_device
+    from .registry import get_format
 
-    h, w = check_imgsz(cfg.imgsz, stride=model.stride)
-    device = select_device(cfg.device) if cfg.device is not None else torch.device("cpu")
-    if cfg.half and device.type != "cuda":
-        raise ExportError("half=True exports float16 and needs a CUDA device (device=0)")
-    dyn_axes = tuple(getattr(model, "EXPORT_DYNAMIC_AXES", ()))
-    if cfg.dynamic and not dyn_axes:
-        raise ExportError(f"{model.FAMILY} does not support dynamic axes; export with dynamic=False")
-    out_names = output_names(model)
-    path = Path(cfg.file) if cfg.file else Path(f"Libre{model.NAME_TOKEN}{model.size}.onnx")
-    if path.suffix != ".onnx":
-        path = path.with_suffix(".onnx")
+    path = get_format("onnx").output_path(cfg.file, f"Libre{model.NAME_TOKEN}{model.size}")
+    from ..io.checkpoint import atomic_write
+
     path.parent.mkdir(parents=True, exist_ok=True)
+    proto = onnx_proto(model, cfg, where=path)
+    data = proto.SerializeToString()
+    atomic_write(path, lambda f: f.write(data), what="the ONNX file", error=ExportError)
+    logger.info("exported %s-%s to %s (%d nodes)", model.FAMILY, model.size, path, len(proto.graph.node))
+    return path
 
-    net = copy.deepcopy(model.net).to(device).eval()
-    fuse = getattr(net, "fuse", None)
-    if fuse is not None and not model.fused:
-        fuse()
-    x = torch.rand(cfg.batch, 3, h, w, device=device)
-    if cfg.half:
-        net, x = net.half(), x.half()
+
+def onnx_proto(model: Family, cfg: ExportConfig, *, where: Path) -> Any:
+    """The checked ONNX graph of ``model`` as ``cfg`` says, with its ``libreyolo`` metadata; the
+    exporter's scratch file lives next to ``where`` and is always removed."""
+    from ..io.checkpoint import partial_path, remove_stale_partials
+
+    onnx = _require_onnx()
+    graph, x, meta = build_export_graph(model, cfg)
+    out_names = meta["outputs"]
     dynamic_axes = None
     if cfg.dynamic:
         axis_names = {0: "batch", 2: "height", 3: "width"}
-        dynamic_axes = {"images": {i: n for i, n in axis_names.items() if n in dyn_axes}}
+        dyn = meta["dynamic_axes"]
+        dynamic_axes = {"images": {i: n for i, n in axis_names.items() if n in dyn}}
         for name in out_names:
-            dynamic_axes[name] = {0: "batch"} if "batch" in dyn_axes else {}
-    # Kill-safe: the exporter writes a partial file next to ``path``; ``path`` itself is only
+            dynamic_axes[name] = {0: "batch"} if "batch" in dyn else {}
+    # Kill-safe: the exporter writes a partial file next to ``where``; ``where`` itself is only
     # replaced (atomically) by the finished, checked graph, so an interrupted or failed export
-    # never leaves a broken .onnx or destroys the previous one.
-    from ..io.checkpoint import atomic_write, partial_path, remove_stale_partials
-
+    # never leaves a broken file or destroys the previous one.
     try:
-        remove_stale_partials(path)
-        raw = partial_path(path)
+        remove_stale_partials(where)
+        raw = partial_path(where)
     except OSError as e:
-        raise ExportError(f"cannot write into '{path.parent}' ({e.strerror or e}); choose another file=") from e
+        raise ExportError(f"cannot write into '{where.parent}' ({e.strerror or e}); choose another file=") from e
     try:
-        proto = _trace(onnx, net, x, raw, cfg=cfg, out_names=out_names, dynamic_axes=dynamic_axes, model=model)
+        proto = _trace(onnx, graph, x, raw, cfg=cfg, out_names=out_names, dynamic_axes=dynamic_axes, model=model)
     finally:
         raw.unlink(missing_ok=True)
-    meta = {
-        "family": model.FAMILY, "task": model.task, "size": model.size, "nc": model.nc,
-        "names": {str(k): v for k, v in model.names.items()}, "imgsz": [h, w], "stride": model.stride,
-        "batch": cfg.batch, "dynamic": cfg.dynamic, "half": cfg.half, "outputs": out_names,
-        "version": __version__,
-    }
     del proto.metadata_props[:]
     entry = proto.metadata_props.add()
     entry.key, entry.value = METADATA_KEY, json.dumps(meta)
@@ -122,10 +112,7 @@ def export_onnx(model: Family, cfg: ExportConfig) -> Path:
     if bad:
         raise ExportError(f"exported graph contains non-portable ops {sorted(set(bad))}; this is a bug")
     onnx.checker.check_model(proto)
-    data = proto.SerializeToString()
-    atomic_write(path, lambda f: f.write(data), what="the ONNX file", error=ExportError)
-    logger.info("exported %s-%s to %s (%d nodes)", model.FAMILY, model.size, path, len(proto.graph.node))
-    return path
+    return proto
 
 
 def _trace(onnx: Any, net: Any, x: Any, raw: Path, *, cfg: ExportConfig, out_names: list[str],
