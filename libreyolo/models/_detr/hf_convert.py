@@ -141,3 +141,84 @@ def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, 
     renamed = rename_all(model_only, rename_key)
     merged = _merge_qkv({new: v for new, (_, v) in renamed.items()})
     return fit({k: (k, v) for k, v in merged.items()}, own)
+
+
+# ---------------------------------------------------------------------------------- D-FINE
+# transformers ``DFineForObjectDetection`` (HGNetv2 backbone, CSP-ELAN encoder, FDR decoder)
+_DFINE_LEGACY = _LEGACY[:1] + [(r"\.self_attn\.out_proj\.", ".self_attn.o_proj.")]
+_DFINE_SUBS: list[tuple[str, str]] = [
+    (r"^backbone\.model\.embedder\.(\w+)\.convolution\.", r"backbone.stem.\1.conv.conv."),
+    (r"^backbone\.model\.embedder\.(\w+)\.normalization\.", r"backbone.stem.\1.conv.bn."),
+    (r"^backbone\.model\.embedder\.(\w+)\.lab\.", r"backbone.stem.\1.lab."),
+    (r"^backbone\.model\.encoder\.stages\.(\d+)\.(.*)\.conv([12])\.convolution\.",
+     lambda m: f"backbone.stages.{m[1]}.{m[2]}.{int(m[3]) - 1}.conv.conv."),
+    (r"^backbone\.model\.encoder\.stages\.(\d+)\.(.*)\.conv([12])\.normalization\.",
+     lambda m: f"backbone.stages.{m[1]}.{m[2]}.{int(m[3]) - 1}.conv.bn."),
+    (r"^backbone\.model\.encoder\.stages\.(\d+)\.(.*)\.conv([12])\.lab\.",
+     lambda m: f"backbone.stages.{m[1]}.{m[2]}.{int(m[3]) - 1}.lab."),
+    (r"^backbone\.model\.encoder\.stages\.(\d+)\.(.*)\.convolution\.", r"backbone.stages.\1.\2.conv.conv."),
+    (r"^backbone\.model\.encoder\.stages\.(\d+)\.(.*)\.normalization\.", r"backbone.stages.\1.\2.conv.bn."),
+    (r"^backbone\.model\.encoder\.stages\.(\d+)\.(.*)\.lab\.", r"backbone.stages.\1.\2.lab."),
+    (r"^encoder_input_proj\.", "encoder.input_proj."),
+    (r"^encoder\.aifi\.(\d+)\.layers\.(\d+)\.self_attn\.o_proj\.", r"encoder.encoder.\1.\2.self_attn.out_proj."),
+    (r"^encoder\.aifi\.(\d+)\.layers\.(\d+)\.self_attn\.([qkv]_proj)\.", r"encoder.encoder.\1.\2.self_attn.\3."),
+    (r"^encoder\.aifi\.(\d+)\.layers\.(\d+)\.self_attn_layer_norm\.", r"encoder.encoder.\1.\2.norm1."),
+    (r"^encoder\.aifi\.(\d+)\.layers\.(\d+)\.final_layer_norm\.", r"encoder.encoder.\1.\2.norm2."),
+    (r"^encoder\.aifi\.(\d+)\.layers\.(\d+)\.(?:mlp\.layers\.|fc)([01])\.",
+     lambda m: f"encoder.encoder.{m[1]}.{m[2]}.linear{int(m[3]) + 1}."),
+    (r"^encoder\.(fpn|pan)_blocks\.(\d+)\.conv1\.", r"encoder.\1_blocks.\2.cv1."),
+    (r"^encoder\.(fpn|pan)_blocks\.(\d+)\.csp_rep1\.", r"encoder.\1_blocks.\2.cv2.0."),
+    (r"^encoder\.(fpn|pan)_blocks\.(\d+)\.conv2\.", r"encoder.\1_blocks.\2.cv2.1."),
+    (r"^encoder\.(fpn|pan)_blocks\.(\d+)\.csp_rep2\.", r"encoder.\1_blocks.\2.cv3.0."),
+    (r"^encoder\.(fpn|pan)_blocks\.(\d+)\.conv3\.", r"encoder.\1_blocks.\2.cv3.1."),
+    (r"^encoder\.(fpn|pan)_blocks\.(\d+)\.conv4\.", r"encoder.\1_blocks.\2.cv4."),
+    (r"^encoder\.downsample_convs\.(\d+)\.conv([12])\.", r"encoder.downsample_convs.\1.cv\2."),
+    (r"^(enc_output|enc_score_head|enc_bbox_head|denoising_class_embed)\.", r"decoder.\1."),
+    (r"^decoder_input_proj\.", "decoder.input_proj."),
+    (r"^decoder\.layers\.(\d+)\.self_attn\.o_proj\.", r"decoder.layers.\1.self_attn.out_proj."),
+    (r"^decoder\.layers\.(\d+)\.self_attn\.([qkv]_proj)\.", r"decoder.layers.\1.self_attn.\2."),
+    (r"^decoder\.layers\.(\d+)\.self_attn_layer_norm\.", r"decoder.layers.\1.norm1."),
+    (r"^decoder\.layers\.(\d+)\.final_layer_norm\.", r"decoder.layers.\1.norm3."),
+    (r"^decoder\.layers\.(\d+)\.encoder_attn\.", r"decoder.layers.\1.cross_attn."),
+    (r"^decoder\.layers\.(\d+)\.(?:mlp\.layers\.|fc)([01])\.", lambda m: f"decoder.layers.{m[1]}.linear{int(m[2]) + 1}."),
+    (r"^decoder\.class_embed\.", "decoder.dec_score_head."),
+    (r"^decoder\.bbox_embed\.", "decoder.dec_bbox_head."),
+]
+# constants of the reference that our network computes: reg_scale, up, 1 / points per level
+_DFINE_DROP = (r"^decoder\.(reg_scale|up)$", r"\.num_points_scale$", r"\.n_points_scale$")
+
+
+def rename_dfine_key(key: str) -> str | None:
+    """Our name for one ``transformers`` D-FINE key, ``None`` for its constants.
+
+    Example:
+        >>> rename_dfine_key("model.encoder.fpn_blocks.0.csp_rep2.bottlenecks.1.conv1.norm.weight")
+        'encoder.fpn_blocks.0.cv3.0.bottlenecks.1.conv1.bn.weight'
+    """
+    k = key[len("model."):] if key.startswith("model.") else key
+    if any(re.search(p, k) for p in _DFINE_DROP):
+        return None
+    for pat, rep in _DFINE_LEGACY:
+        k = re.sub(pat, rep, k)
+    for pat, rep in _DFINE_SUBS:
+        new, n = re.subn(pat, rep, k)
+        if n:
+            k = new
+            break
+    else:
+        if not k.startswith(("encoder.lateral_convs.", "decoder.query_pos_head.", "decoder.pre_bbox_head.",
+                             "decoder.lqe_layers.", "decoder.layers.")):
+            raise CheckpointError(f"reference key {key!r} is not part of a transformers D-FINE this converter knows.")
+    if k.startswith("encoder.") and not k.startswith("encoder.encoder."):
+        k = k.replace(".norm.", ".bn.")
+    return k
+
+
+def convert_dfine_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *,
+                             arch: str = "") -> dict[str, Tensor]:
+    """transformers D-FINE state dict -> ours (first misfit named); the top-level
+    ``class_embed``/``bbox_embed`` aliases of the decoder's heads are dropped."""
+    model_only = {k: v for k, v in src.items() if k.startswith("model.")}
+    renamed = rename_all(model_only, rename_dfine_key)
+    merged = _merge_qkv({new: v for new, (_, v) in renamed.items()})
+    return fit({k: (k, v) for k, v in merged.items()}, own)
