@@ -55,6 +55,12 @@ class ExportError(LibreYOLOError):
     exit_code = 7
 
 
+class MissingDependencyError(LibreYOLOError, ImportError):
+    """An optional package a feature needs is not installed (the message says what to install)."""
+
+    exit_code = 8
+
+
 # Names users of other tools type for libreyolo's keys (Ultralytics, YOLOX, mmdet, torchvision
 # scripts). An alias is suggested only where its target is a valid key of the call at hand.
 ALIASES: dict[str, str] = {

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-import cv2
 import numpy as np
 
+from .._cv import cv2
 from ..errors import ConfigError, check_keys
 from ..ops.letterbox import PAD_VALUE, letterbox_params
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from .._cv import cv2
 from ..errors import ConfigError, DatasetError
 from .config import IMG_SUFFIXES
 
@@ -104,7 +104,14 @@ def center_crop(img: np.ndarray, size: int) -> np.ndarray:
     r = size / min(h, w)
     nh, nw = max(size, round(h * r)), max(size, round(w * r))
     if (nh, nw) != (h, w):
-        img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_AREA if r < 1 else cv2.INTER_LINEAR)
+        from .._cv import have_cv2
+
+        if have_cv2():
+            img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_AREA if r < 1 else cv2.INTER_LINEAR)
+        else:  # prediction without OpenCV: Pillow's resize (box filter when shrinking, as INTER_AREA)
+            from PIL import Image
+
+            img = np.asarray(Image.fromarray(img).resize((nw, nh), Image.BOX if r < 1 else Image.BILINEAR))
     y0, x0 = (nh - size) // 2, (nw - size) // 2
     return np.ascontiguousarray(img[y0:y0 + size, x0:x0 + size])
 

@@ -31,11 +31,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from .._cv import cv2
 from ..errors import ConfigError, DatasetError
 from ..ops.letterbox import PAD_VALUE
 from .augment import AugmentConfig, letterbox_image, mosaic4, photometric_and_flips, random_affine

@@ -59,11 +59,13 @@ class EpochSampler(Sampler[int]):
 def seed_worker(worker_id: int) -> None:
     """DataLoader ``worker_init_fn``: seed python/numpy from torch's per-worker seed, keep cv2
     single-threaded inside workers (the workers are the parallelism)."""
-    import cv2
-
     seed = torch.initial_seed() % 2**32
     random.seed(seed)
     np.random.seed(seed)
+    try:
+        import cv2
+    except ImportError:  # the dataset says what to install when it first needs OpenCV
+        return
     cv2.setNumThreads(0)
 
 

@@ -32,9 +32,10 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import cv2
 import numpy as np
 from tqdm import tqdm
+
+from .._cv import cv2
 
 logger = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ import shutil
 import uuid
 from pathlib import Path
 
-import cv2
 import numpy as np
 
+from .._cv import cv2
 from .shapes import GENERATOR_VERSION, NAMES, default_datasets_dir, render_scene
 
 logger = logging.getLogger(__name__)

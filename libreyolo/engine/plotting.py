@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import colorsys
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,11 @@ def draw_detections(
         >>> img.shape, bool(img.any())
         ((64, 64, 3), True)
     """
-    import cv2
+    try:
+        import cv2
+    except ImportError:  # no OpenCV: the same boxes and labels drawn with Pillow
+        return _draw_pil(image, xyxy=xyxy, cls=cls, conf=conf, names=names, labels=labels,
+                         line_width=line_width, order_by=order_by, ids=ids)
 
     out = np.ascontiguousarray(image.copy())
     h, w = out.shape[:2]
@@ -118,3 +123,46 @@ def draw_detections(
         cv2.putText(out, text, (left + pad, top + pad + th), cv2.FONT_HERSHEY_SIMPLEX, font_scale,
                     _text_color(color), font_thickness, lineType=cv2.LINE_AA)
     return out
+
+
+def _label(names: dict[int, str], c: int, i: int, ids: Any, conf: Any) -> str:
+    text = names.get(c, str(c))
+    if ids is not None:
+        text = f"id:{int(ids[i])} {text}"
+    if conf is not None:
+        text = f"{text} {float(conf[i]):.2f}"
+    return text
+
+
+def _draw_pil(image: np.ndarray, *, xyxy: Any, cls: Any, conf: Any, names: dict[int, str], labels: bool,
+              line_width: int | None, order_by: Any, ids: Any) -> np.ndarray:
+    """:func:`draw_detections` without OpenCV (Pillow's default bitmap font; same colours, order
+    and clipping)."""
+    from PIL import Image, ImageDraw
+
+    h, w = image.shape[:2]
+    lw = int(line_width) if line_width else default_line_width(image.shape)
+    pil = Image.fromarray(np.ascontiguousarray(image[:, :, ::-1]))  # BGR -> RGB for Pillow
+    draw = ImageDraw.Draw(pil)
+    scores = order_by if order_by is not None else conf
+    order = np.argsort(np.asarray(scores, dtype=np.float64), kind="stable") if scores is not None else range(len(xyxy))
+    for i in order:
+        c = int(cls[i])
+        b, g, r = class_color_bgr(int(ids[i]) if ids is not None else c)
+        x1, y1, x2, y2 = (int(round(float(v))) for v in xyxy[i])
+        x1, x2 = max(0, min(x1, w - 1)), max(0, min(x2, w - 1))
+        y1, y2 = max(0, min(y1, h - 1)), max(0, min(y2, h - 1))
+        draw.rectangle((x1, y1, x2, y2), outline=(r, g, b), width=lw)
+        if not labels:
+            continue
+        text = _label(names, c, i, ids, conf)
+        left, top, right, bottom = draw.textbbox((0, 0), text)
+        tw, th = right - left, bottom - top
+        pad = max(lw // 2, 1)
+        box_h = th + 2 * pad
+        ty = y1 - box_h if y1 - box_h >= 0 else y1
+        tx = min(x1, max(w - tw - 2 * pad, 0))
+        draw.rectangle((tx, ty, tx + tw + 2 * pad, ty + box_h), fill=(r, g, b))
+        tb, tg, tr = _text_color((b, g, r))
+        draw.text((tx + pad - left, ty + pad - top), text, fill=(tr, tg, tb))
+    return np.ascontiguousarray(np.asarray(pil)[:, :, ::-1])

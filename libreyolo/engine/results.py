@@ -250,7 +250,10 @@ class Results:
 
     def _plot_probs(self, *, conf: bool) -> np.ndarray:
         """The image with the top-5 classes written in its top-left corner, best first."""
-        import cv2
+        try:
+            import cv2
+        except ImportError:
+            return _probs_pil(self, conf=conf)
 
         img = np.ascontiguousarray(self.orig_img.copy())
         h = img.shape[0]
@@ -281,8 +284,6 @@ class Results:
             >>> r.save().name  # doctest: +SKIP
             'results_bus.jpg'
         """
-        import cv2
-
         if target is None:
             default = self._file_in(Path.cwd())
             target = default.with_name(f"results_{default.name}")
@@ -301,14 +302,7 @@ class Results:
             raise ConfigError(f"save() would overwrite the source image '{self.path}'; pass another file or folder")
         file.parent.mkdir(parents=True, exist_ok=True)
         bgr = self.plot(labels=labels, conf=conf, line_width=line_width)  # BGR, what imencode expects
-        params = [cv2.IMWRITE_JPEG_QUALITY, 95] if file.suffix.lower() in (".jpg", ".jpeg") else []
-        ok, buf = cv2.imencode(file.suffix.lower(), bgr, params)
-        if not ok:
-            raise ConfigError(f"OpenCV could not encode an image as '{file.suffix}' for '{file}'")
-        try:
-            buf.tofile(str(file))  # handles non-ASCII paths, unlike cv2.imwrite
-        except OSError as e:
-            raise ConfigError(f"cannot write '{file}': {e}") from e
+        write_bgr(file, bgr)
         logger.debug("saved %s", file)
         self.save_path = file
         return file
@@ -389,3 +383,45 @@ def next_run_dir(base: str | Path) -> Path:
             return candidate
         except FileExistsError:
             n += 1
+
+
+def write_bgr(file: Path, bgr: np.ndarray) -> None:
+    """Encode a BGR image by ``file``'s suffix (JPEG quality 95) and write it: OpenCV when it is
+    installed, Pillow otherwise; non-ASCII paths work either way."""
+    suffix = file.suffix.lower()
+    try:
+        import cv2
+    except ImportError:
+        cv2 = None
+    if cv2 is not None:
+        params = [cv2.IMWRITE_JPEG_QUALITY, 95] if suffix in (".jpg", ".jpeg") else []
+        ok, buf = cv2.imencode(suffix, bgr, params)
+        if not ok:
+            raise ConfigError(f"OpenCV could not encode an image as '{file.suffix}' for '{file}'")
+        try:
+            buf.tofile(str(file))  # handles non-ASCII paths, unlike cv2.imwrite
+        except OSError as e:
+            raise ConfigError(f"cannot write '{file}': {e}") from e
+        return
+    from PIL import Image
+
+    try:
+        Image.fromarray(np.ascontiguousarray(bgr[:, :, ::-1])).save(file, quality=95)
+    except (OSError, ValueError, KeyError) as e:
+        raise ConfigError(f"cannot write '{file}': {e}") from e
+
+
+def _probs_pil(r: Results, *, conf: bool) -> np.ndarray:
+    """:meth:`Results._plot_probs` without OpenCV (Pillow's bitmap font)."""
+    from PIL import Image, ImageDraw
+
+    pil = Image.fromarray(np.ascontiguousarray(r.orig_img[:, :, ::-1]))
+    draw = ImageDraw.Draw(pil)
+    y = 4
+    for c in r.probs.top5 if r.probs is not None else []:
+        text = r.names.get(c, str(c)) + (f" {float(r.probs._data[c]):.2f}" if conf else "")
+        left, top, right, bottom = draw.textbbox((6, y), text)
+        draw.rectangle((4, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))
+        draw.text((6, y), text, fill=(255, 255, 255))
+        y = bottom + 6
+    return np.ascontiguousarray(np.asarray(pil)[:, :, ::-1])

@@ -115,7 +115,7 @@ def crop_boxes(r: Results) -> list[tuple[int, np.ndarray]]:
 
 def write_crops(r: Results, save_dir: Path, stem: str) -> list[Path]:
     """Write :func:`crop_boxes` as ``save_dir/<class name>/<stem>[_k].jpg``; returns the files."""
-    import cv2
+    from .results import write_bgr
 
     written = []
     for cls, crop in crop_boxes(r):
@@ -125,10 +125,7 @@ def write_crops(r: Results, save_dir: Path, stem: str) -> list[Path]:
         while file.exists() or file in written:
             k += 1
             file = folder / f"{stem}_{k}.jpg"
-        ok, buf = cv2.imencode(".jpg", crop, [cv2.IMWRITE_JPEG_QUALITY, 95])
-        if not ok:
-            raise ConfigError(f"OpenCV could not encode the crop for '{file}'")
-        buf.tofile(str(file))
+        write_bgr(file, crop)
         written.append(file)
     return written
 

@@ -394,15 +394,17 @@ def read_image(path: str | Path) -> np.ndarray:
 def _decode(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
     """(RGB or None, BGR or None) pixels of an image file, one of them set (OpenCV decodes to BGR,
     the Pillow fallback to RGB); :class:`UnreadableFile` when it cannot be decoded."""
-    import cv2
-
+    try:
+        import cv2
+    except ImportError:  # no OpenCV here: Pillow decodes (libreyolo._cv)
+        cv2 = None
     try:
         data = np.fromfile(str(path), dtype=np.uint8)  # handles non-ASCII paths, unlike cv2.imread
     except OSError as e:
         raise UnreadableFile(f"cannot read image '{path}': {e.strerror or e}", path=str(path)) from e
     if data.size == 0:
         raise UnreadableFile(f"image file '{path}' is empty (0 bytes)", path=str(path))
-    bgr = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    bgr = cv2.imdecode(data, cv2.IMREAD_COLOR) if cv2 is not None else None
     if bgr is not None:
         return None, bgr
     try:

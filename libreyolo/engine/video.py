@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cv import require_cv2
 from ..errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ _FPS: OrderedDict[str, float] = OrderedDict()  # source -> frames per second see
 
 def open_capture(target: str | int) -> Any:
     """A ``cv2.VideoCapture`` for a file path, a stream URL or a webcam index (the test seam)."""
-    import cv2
+    cv2 = require_cv2("reading and writing video")
 
     return cv2.VideoCapture(target)
 
@@ -68,7 +69,7 @@ def source_fps(source: str | None) -> float:
 def iter_frames(cap: Any, *, name: str, vid_stride: int = 1) -> Iterator[tuple[int, np.ndarray]]:
     """Yield ``(index, bgr)`` for frames 0, ``vid_stride``, 2 * ``vid_stride``... of an opened
     capture until it ends; grayscale frames come back as 3-channel BGR. ``cap`` is released."""
-    import cv2
+    cv2 = require_cv2("reading and writing video")
 
     try:
         remember_fps(name, float(cap.get(cv2.CAP_PROP_FPS) or 0.0))
@@ -114,7 +115,7 @@ class VideoSink:
         self._size: tuple[int, int] | None = None
 
     def _open(self, size: tuple[int, int]) -> None:
-        import cv2
+        cv2 = require_cv2("reading and writing video")
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tried = []
@@ -135,7 +136,7 @@ class VideoSink:
 
     def write(self, frame: np.ndarray) -> None:
         """Append one BGR (H, W, 3) uint8 frame; frames of another size are resized to the first's."""
-        import cv2
+        cv2 = require_cv2("reading and writing video")
 
         size = (int(frame.shape[1]), int(frame.shape[0]))
         if self._writer is None:
@@ -159,7 +160,7 @@ def display_available() -> bool:
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         return False
     try:
-        import cv2
+        cv2 = require_cv2("reading and writing video")
     except ImportError:
         return False
     info = cv2.getBuildInformation()
@@ -169,7 +170,7 @@ def display_available() -> bool:
 
 def show_frame(window: str, frame: np.ndarray) -> None:
     """Show a BGR frame in a named window (1 ms event wait, so video plays)."""
-    import cv2
+    cv2 = require_cv2("reading and writing video")
 
     cv2.imshow(window, frame)
     cv2.waitKey(1)

@@ -65,11 +65,11 @@ def _image_probe(hw: tuple[int, int], gen: torch.Generator) -> Tensor:
 
     path = Path(SAMPLE_IMAGE)
     if path.is_file():
-        import cv2
+        from ..engine.sources import read_image
 
-        bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-        if bgr is not None:
-            rgb = torch.from_numpy(bgr[:, :, ::-1].copy()).permute(2, 0, 1)
+        rgb_arr = read_image(path)  # OpenCV or Pillow, RGB either way
+        if rgb_arr is not None:
+            rgb = torch.from_numpy(rgb_arr.copy()).permute(2, 0, 1)
             boxed, _ = letterbox(rgb, hw)
             return boxed[None].float() / 255.0
     # Low-frequency colour field with a few rectangles: spatially correlated like a photo.
