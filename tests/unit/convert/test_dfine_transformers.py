@@ -70,3 +70,21 @@ def test_outputs_equal_transformers(size: str) -> None:
     assert len(set(j.tolist())) == fo.shape[0], "queries do not pair up one to one"
     assert_rel_close(lo[0], out.logits[0, j], what="logits")
     assert_rel_close(bo[0], br[0, j], what="boxes")
+
+
+def test_save_pretrained_folder_loads(tmp_path) -> None:
+    """The names of transformers' files (save_pretrained / the Hub) convert like the in-memory ones."""
+    from transformers import DFineForObjectDetection
+
+    from libreyolo import LibreYOLO
+
+    torch.manual_seed(0)
+    ref = DFineForObjectDetection(_config("n")).eval()
+    randomize_norms(ref)
+    ref.save_pretrained(str(tmp_path))
+    model = LibreYOLO(str(tmp_path))
+    assert (model.FAMILY, model.size) == ("dfine", "n")
+    own = model.net.state_dict()
+    direct = convert_foreign(ForeignWeights(source="transformers", arch="d_fine", state_dict=ref.state_dict(),
+                                            path="<memory>")).net.state_dict()
+    assert all(torch.equal(own[k], direct[k]) for k in own)
