@@ -11,23 +11,14 @@ from libreyolo.ops.boxes import scale_boxes
 from libreyolo.ops.candidates import candidates_truncated, select_detections
 
 
-def _torch_scale(boxes, ratio, pad, orig_shape):  # the indexed-torch formula, written out
-    out = boxes.clone()
-    out[:, [0, 2]] = (out[:, [0, 2]] - pad[0]) / ratio
-    out[:, [1, 3]] = (out[:, [1, 3]] - pad[1]) / ratio
-    h, w = orig_shape
-    out[:, [0, 2]] = out[:, [0, 2]].clamp(0, w)
-    out[:, [1, 3]] = out[:, [1, 3]].clamp(0, h)
-    return out
-
-
 def test_scale_boxes_numpy_path_is_bitwise_the_torch_formula():
     g = torch.Generator().manual_seed(0)
     boxes = torch.rand(500, 4, generator=g) * 700 - 30  # some outside the image: clipped
     for ratio, pad, shape in [(0.6666667, (0.0, 80.0), (480, 640)), (1.0, (3.5, 0.0), (333, 517)),
                               (0.31, (12.0, 7.0), (1080, 1920))]:
-        got = scale_boxes(boxes, ratio=ratio, pad=pad, orig_shape=shape)
-        want = _torch_scale(boxes, ratio, pad, shape)
+        got = scale_boxes(boxes, ratio=ratio, pad=pad, orig_shape=shape)  # the numpy fast path
+        # a tensor that requires grad takes the general (indexed torch) path
+        want = scale_boxes(boxes.clone().requires_grad_(True), ratio=ratio, pad=pad, orig_shape=shape).detach()
         assert got.dtype == torch.float32 and torch.equal(got, want)
     assert torch.equal(boxes, boxes.clone())  # input untouched (no in-place edit)
 
