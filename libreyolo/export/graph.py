@@ -74,7 +74,7 @@ def fixed_nms(cands: Tensor, *, nc: int, iou: float, conf: float, max_det: int, 
         scores = (onehot.to(score.dtype) * score[..., None]).transpose(1, 2)  # (B, C, k)
     k = cands.shape[1]
     if torch.onnx.is_in_onnx_export():
-        sel = _OnnxNMS.apply(boxes, scores, k, iou, conf)
+        sel = _OnnxNMS.apply(boxes, scores, int(k), float(iou), float(conf))
     else:
         sel = nms_indices(boxes, scores, iou=iou, score_threshold=conf)
     flat = sel[:, 0] * k + sel[:, 2]  # (M,) kept rows of (B * k)

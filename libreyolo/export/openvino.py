@@ -1,0 +1,122 @@
+"""OpenVINO export (``format="openvino"``) and its backend: ``LibreYOLO("x_openvino_model/")``.
+
+The model is the ONNX export (:func:`libreyolo.export.onnx.onnx_proto`: the same portable
+graph, the decode and the ``NonMaxSuppression`` node inside when asked) converted by
+``openvino.convert_model`` and written as OpenVINO IR: a folder ``<stem>_openvino_model/``
+holding ``<stem>.xml`` (the graph), ``<stem>.bin`` (the weights, float32 unless ``half=True``)
+and ``libreyolo.json`` (the export's metadata). ``LibreYOLO`` opens the folder or its ``.xml``.
+Needs ``pip install "libreyolo[openvino]"``; runs on the CPU device of OpenVINO Runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torch import Tensor
+
+from ..errors import CheckpointError, ExportError
+from .backend import ExportedModel
+from .config import ExportConfig
+
+if TYPE_CHECKING:
+    from ..models._base.family import Family
+
+logger = logging.getLogger(__name__)
+
+META_FILE = "libreyolo.json"
+
+
+def _require_openvino(error: type[Exception]) -> Any:
+    try:
+        import openvino
+    except ImportError as e:
+        raise error('OpenVINO export and loading need the openvino extra: pip install "libreyolo[openvino]"') from e
+    return openvino
+
+
+def export_openvino(model: Family, cfg: ExportConfig) -> Path:
+    """Write ``model`` as an OpenVINO IR folder; returns the folder."""
+    import dataclasses
+
+    from .onnx import onnx_proto
+    from .registry import get_format
+
+    ov = _require_openvino(ExportError)
+    folder = get_format("openvino").output_path(cfg.file, f"Libre{model.NAME_TOKEN}{model.size}")
+    stem = folder.name[: -len("_openvino_model")] or "model"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # the ONNX graph carries the metadata; OpenVINO gets the same keys in libreyolo.json
+    proto = onnx_proto(model, dataclasses.replace(cfg, format="onnx"), where=folder.parent / f".{stem}.onnx")
+    meta = json.loads({p.key: p.value for p in proto.metadata_props}["libreyolo"])
+    meta["format"] = "openvino"
+    # written into a scratch folder next to the target, then moved into place: an interrupted
+    # export never leaves a half-written IR where a loadable one was
+    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        onnx_file = scratch / f"{stem}.onnx"
+        onnx_file.write_bytes(proto.SerializeToString())
+        try:
+            ov_model = ov.convert_model(str(onnx_file))
+            ov.save_model(ov_model, str(scratch / f"{stem}.xml"), compress_to_fp16=bool(cfg.half))
+        except Exception as e:  # noqa: BLE001 - converter failures become one typed error
+            raise ExportError(f"OpenVINO conversion of {model.FAMILY}-{model.size} failed: {e}") from e
+        onnx_file.unlink()
+        (scratch / META_FILE).write_text(json.dumps(meta))
+        if folder.exists():
+            shutil.rmtree(folder)
+        scratch.rename(folder)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
+    logger.info("exported %s-%s to %s", model.FAMILY, model.size, folder)
+    return folder
+
+
+def _locate(path: Path) -> tuple[Path, Path]:
+    """(the IR's .xml, its libreyolo.json) for an IR folder or its .xml."""
+    if path.is_dir():
+        xmls = sorted(path.glob("*.xml"))
+        if len(xmls) != 1:
+            raise CheckpointError(f"{str(path)!r} should hold one OpenVINO .xml, found {len(xmls)}")
+        xml = xmls[0]
+    elif path.suffix == ".xml" and path.is_file():
+        xml = path
+    else:
+        raise CheckpointError(f"OpenVINO model {str(path)!r} does not exist (pass the *_openvino_model folder "
+                              "or its .xml)")
+    meta = xml.parent / META_FILE
+    if not meta.is_file():
+        raise CheckpointError(f"{str(path)!r} is not a libreyolo OpenVINO export (no {META_FILE} beside the .xml); "
+                              "export one with model.export(format='openvino')")
+    return xml, meta
+
+
+class OpenVINOModel(ExportedModel):
+    """A model whose network runs in OpenVINO Runtime (its ``CPU`` device unless ``device`` names
+    another OpenVINO device, e.g. ``"GPU"``)."""
+
+    FORMAT = "OpenVINO"
+
+    def __init__(self, path: str | Path, *, device: str | None = None) -> None:
+        ov = _require_openvino(CheckpointError)
+        xml, meta_file = _locate(Path(path))
+        super().__init__(path, json.loads(meta_file.read_text()))
+        ov_device = "CPU" if device in (None, "cpu") else str(device).upper()
+        core = ov.Core()
+        try:
+            # f32 unless exported half: OpenVINO would otherwise pick bf16 on CPUs that have it
+            hint = {"INFERENCE_PRECISION_HINT": "f16" if self.half else "f32"}
+            self.compiled = core.compile_model(str(xml), ov_device, hint)
+        except Exception as e:  # noqa: BLE001 - e.g. an unknown device name
+            raise CheckpointError(f"OpenVINO cannot compile {xml.name} for device {ov_device!r}: {e}") from e
+        self.request = self.compiled.create_infer_request()
+        logger.info("OpenVINO model %s compiled for %s", xml.name, ov_device)
+
+    def _run(self, x: Tensor) -> list[Tensor]:
+        res = self.request.infer({0: x.numpy()})
+        return self._as_tensors([res[out] for out in self.compiled.outputs])
