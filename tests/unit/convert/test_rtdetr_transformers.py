@@ -128,3 +128,28 @@ def test_hub_folder_loads_and_misfit_is_named(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match=r"decoder\.layers\.0\.linear1\.weight") as e:
         LibreYOLO(str(bad))
     assert "\n" not in str(e.value)
+
+
+def test_predict_boxes_match_transformers_postprocessing() -> None:
+    """``predict()`` of the converted model against the reference's own post-processing
+    (``RTDetrImageProcessor.post_process_object_detection``) on the same image: each of our 20 best
+    detections is one of the reference's, same class, score within 1e-4, box within 1 pixel. The
+    image already has the network's input size (96x128), so neither side resizes it."""
+    import numpy as np
+    from PIL import Image
+    from transformers import RTDetrImageProcessor
+
+    ref = _reference("r18")
+    model = convert_foreign(ForeignWeights(source="transformers", arch="rt_detr", state_dict=ref.state_dict(),
+                                           path="<memory>"))
+    rgb = (torch.rand(H, W, 3, generator=torch.Generator().manual_seed(4)) * 255).to(torch.uint8).numpy()
+    ours = model.predict(Image.fromarray(rgb), imgsz=W, conf=0.0, max_det=300)[0].boxes
+    pixels = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1)[None].float() / 255
+    with torch.no_grad():
+        out = ref(pixel_values=pixels)
+    theirs = RTDetrImageProcessor().post_process_object_detection(out, threshold=0.0, target_sizes=[(H, W)])[0]
+    assert len(ours.conf) > 20
+    for i in range(20):
+        same = ((theirs["labels"] == ours.cls[i].long()) & ((theirs["scores"] - ours.conf[i]).abs() < 1e-4)
+                & ((theirs["boxes"] - ours.xyxy[i]).abs().amax(-1) <= 1.0))
+        assert same.any(), f"our detection {i} ({ours.xyxy[i].tolist()}, {float(ours.conf[i]):.4f}) is not theirs"
