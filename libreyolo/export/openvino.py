@@ -1,8 +1,8 @@
 """OpenVINO export (``format="openvino"``) and its backend: ``LibreYOLO("x_openvino_model/")``.
 
 The model is the ONNX export (:func:`libreyolo.export.onnx.onnx_proto`: the same portable
-graph, the decode and the ``NonMaxSuppression`` node inside when asked) converted by
-``openvino.convert_model`` and written as OpenVINO IR: a folder ``<stem>_openvino_model/``
+graph, the decode and the ``NonMaxSuppression`` node inside when asked) read by
+OpenVINO's ONNX frontend and written as OpenVINO IR: a folder ``<stem>_openvino_model/``
 holding ``<stem>.xml`` (the graph), ``<stem>.bin`` (the weights, float32 unless ``half=True``)
 and ``libreyolo.json`` (the export's metadata). ``LibreYOLO`` opens the folder or its ``.xml``.
 Needs ``pip install "libreyolo[openvino]"``; runs on the CPU device of OpenVINO Runtime.
@@ -61,7 +61,10 @@ def export_openvino(model: Family, cfg: ExportConfig) -> Path:
         onnx_file = scratch / f"{stem}.onnx"
         onnx_file.write_bytes(proto.SerializeToString())
         try:
-            ov_model = ov.convert_model(str(onnx_file))
+            # the runtime's ONNX frontend (Core.read_model), not openvino.convert_model: the
+            # converter tool sends usage telemetry unless opted out, and an export must not
+            # make network requests
+            ov_model = ov.Core().read_model(str(onnx_file))
             ov.save_model(ov_model, str(scratch / f"{stem}.xml"), compress_to_fp16=bool(cfg.half))
         except Exception as e:  # noqa: BLE001 - converter failures become one typed error
             raise ExportError(f"OpenVINO conversion of {model.FAMILY}-{model.size} failed: {e}") from e
