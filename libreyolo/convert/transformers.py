@@ -33,7 +33,17 @@ def _config(path: Path) -> dict | None:
 
 def recognise(path: Path) -> bool:
     """A weights file next to a transformers ``config.json`` (one with a ``"model_type"``)."""
-    return path.suffix in _SUFFIXES and _config(path) is not None
+    if path.suffix not in _SUFFIXES or _config(path) is None:
+        return False
+    if path.suffix == ".safetensors":
+        try:
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as f:
+                return "libreyolo" not in (f.metadata() or {})
+        except Exception:  # noqa: BLE001 - unreadable: not recognised, read_checkpoint says why
+            return False
+    return True
 
 
 def read(path: Path) -> ForeignWeights:
