@@ -134,6 +134,13 @@ def _size(dims: Any = ()) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
+def _bytes(*args: Any) -> bytes:
+    """``bytes(...)`` as protocol-2 pickles call it, minus ``bytes(n)`` (an n-byte allocation)."""
+    if args and isinstance(args[0], int):
+        raise pickle.UnpicklingError("bytes(<size>) is refused")
+    return bytes(*args)
+
+
 _SAFE_FUNCS = {_rebuild_tensor, _rebuild_parameter}
 
 # (module, name) -> the object the unpickler hands out instead of importing it.
@@ -151,7 +158,7 @@ _ALLOWED: dict[tuple[str, str], Any] = {
 for _m in ("builtins", "__builtin__"):
     for _n, _v in (("set", set), ("frozenset", frozenset), ("dict", dict), ("list", list),
                    ("tuple", tuple), ("object", object), ("int", int), ("float", float),
-                   ("bool", bool), ("str", str), ("bytes", bytes), ("complex", complex)):
+                   ("bool", bool), ("str", str), ("bytes", _bytes), ("complex", complex)):
         _ALLOWED[(_m, _n)] = _v
 for _n, _dt in _STORAGE_DTYPES.items():
     _ALLOWED[("torch", _n)] = _StorageType(_dt)

@@ -113,3 +113,11 @@ def test_wrong_family_ultralytics_file_is_one_line_error(tmp_path: Path) -> None
     with pytest.raises(CheckpointError) as e:
         read_foreign(path)
     assert "\n" not in str(e.value)
+
+
+def test_huge_allocation_through_bytes_is_refused(tmp_path: Path) -> None:
+    payload = b"\x80\x02cbuiltins\nbytes\nJ\x00\x00\x00\x7f\x85R."  # bytes(2**31 - 2**24): 2 GB
+    path = _zip(tmp_path / "big.pt", payload)
+    with pytest.raises(CheckpointError) as e:
+        read_foreign_pickle(path)
+    assert "\n" not in str(e.value) and "refused" in str(e.value)
