@@ -8,6 +8,8 @@ plain state dicts). The mapping onto our networks lives with each family, in
 
 - ``SOURCES``: the origins it can read (``"ultralytics"``, ``"timm"``, ...);
 - ``match(foreign) -> (size, nc) | None``: whether this checkpoint is of that family;
+- ``EXPLICIT_ONLY`` (optional): match only when the family is asked for by name (a second family
+  of the same network);
 - ``convert_state_dict(src, own, *, arch) -> state dict``: the renamed (reshaped) tensors for a
   network whose ``state_dict()`` is ``own`` (``arch`` is what the file calls its architecture), raising :class:`~libreyolo.errors.CheckpointError` that
   names the first key that does not fit.
@@ -124,6 +126,8 @@ def convert_foreign(fw: ForeignWeights, *, family: str | None = None) -> Family:
         mod = _convert_module(cls)
         if mod is None or fw.source not in getattr(mod, "SOURCES", ()):
             continue
+        if family is None and getattr(mod, "EXPLICIT_ONLY", False):
+            continue  # reads these files only when asked for by name
         tried.append(name)
         found = mod.match(fw)
         if found is None:

@@ -224,3 +224,20 @@ def convert_dfine_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor
     renamed = rename_all(model_only, rename_dfine_key)
     merged = _merge_qkv({new: v for new, (_, v) in renamed.items()})
     return fit({k: (k, v) for k, v in merged.items()}, own)
+
+
+def match_dfine(fw: object) -> tuple[str, int] | None:
+    """``(size, nc)`` for a transformers D-FINE checkpoint (``model_type`` ``d_fine``): hidden width
+    and number of feature levels from its tensors, looked up in the D-FINE size table."""
+    from .dfine_variants import VARIANTS
+
+    if str(getattr(fw, "arch", "")).lower() != "d_fine":
+        return None
+    sd: Mapping[str, Tensor] = getattr(fw, "state_dict", {})
+    hidden = int(sd["model.enc_score_head.weight"].shape[1])
+    levels = len({m[1] for k in sd if (m := re.match(r"model\.encoder_input_proj\.(\d+)\.", k))})
+    for size, v in VARIANTS.items():
+        if v.net.hidden == hidden and len(v.net.return_idx) == levels:
+            return size, int(sd["model.enc_score_head.weight"].shape[0])
+    raise CheckpointError(f"this D-FINE (hidden {hidden}, {levels} feature levels) matches none of the sizes "
+                          f"{', '.join(VARIANTS)}.")

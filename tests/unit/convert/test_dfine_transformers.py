@@ -88,3 +88,16 @@ def test_save_pretrained_folder_loads(tmp_path) -> None:
     direct = convert_foreign(ForeignWeights(source="transformers", arch="d_fine", state_dict=ref.state_dict(),
                                             path="<memory>")).net.state_dict()
     assert all(torch.equal(own[k], direct[k]) for k in own)
+
+
+def test_deim_reads_dfine_files_only_when_named() -> None:
+    from transformers import DFineForObjectDetection
+
+    torch.manual_seed(0)
+    ref = DFineForObjectDetection(_config("n")).eval()
+    fw = ForeignWeights(source="transformers", arch="d_fine", state_dict=ref.state_dict(), path="<memory>")
+    assert convert_foreign(fw).FAMILY == "dfine"
+    deim = convert_foreign(fw, family="deim")
+    assert (deim.FAMILY, deim.size) == ("deim", "n")
+    dfine = convert_foreign(fw).net.state_dict()
+    assert all(torch.equal(v, dfine[k]) for k, v in deim.net.state_dict().items())
