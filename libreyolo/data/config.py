@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,10 @@ BUILTIN = ("shapes",)
 class DataConfig:
     """A parsed dataset yaml.
 
-    root: dataset root (``path`` resolved); train / val: sorted image files; names: class id ->
-    name (ids 0..nc-1); nc: number of classes; yaml_path: the yaml file read.
+    root: dataset root (``path`` resolved); train / val / test: sorted image files (``test``
+    empty when the yaml has none); names: class id -> name (ids 0..nc-1); nc: number of classes;
+    yaml_path: the yaml file read (or the COCO folder); coco: the splits given as COCO JSON
+    (:mod:`libreyolo.data.coco`).
     """
 
     root: Path
@@ -46,6 +48,14 @@ class DataConfig:
     names: dict[int, str]
     nc: int
     yaml_path: Path
+    test: list[Path] = field(default_factory=list)
+    coco: dict[str, Any] = field(default_factory=dict)  # split -> libreyolo.data.coco.CocoSplit
+
+    def label_index(self, split: str, files: list[Path], *, prefix: str = "") -> Any:
+        """The labels of ``files`` of ``split`` when that split is COCO JSON (a
+        :class:`~libreyolo.data.labels.LabelIndex`), else None (labels are ``.txt`` files)."""
+        coco = self.coco.get(split)
+        return coco.index(files, nc=self.nc, prefix=prefix) if coco is not None else None
 
 
 def _parse_names(raw: Any, yaml_path: Path) -> dict[int, str]:
@@ -144,6 +154,12 @@ def load_data_config(data: str | Path) -> DataConfig:
         yaml_path = Path(data).expanduser()
         if yaml_path.is_dir() and (yaml_path / "data.yaml").is_file():
             yaml_path = yaml_path / "data.yaml"
+        elif yaml_path.is_dir():
+            from .coco import find_coco_folder
+
+            splits = find_coco_folder(yaml_path)
+            if splits:
+                return _coco_folder_config(yaml_path.resolve(), splits)
         if not yaml_path.is_file():
             raise DatasetError(f"dataset yaml {yaml_path} not found; pass a path to a yaml with "
                                f"keys path/train/val/names, or a built-in name ({', '.join(BUILTIN)})")
@@ -157,10 +173,11 @@ def load_data_config(data: str | Path) -> DataConfig:
     if not isinstance(doc, dict):
         raise DatasetError(f"dataset yaml {yaml_path} must be a mapping with keys path, train, val, "
                            f"names; got {type(doc).__name__}")
-    for key in ("train", "val", "names"):
+    has_json = any(doc.get(f"{k}_json") is not None for k in ("train", "val", "test"))
+    for key in ("train", "val") + (() if has_json else ("names",)):
         if doc.get(key) is None:
             raise DatasetError(f"dataset yaml {yaml_path} is missing key '{key}' (required: train, "
-                               "val, names; optional: path, nc)")
+                               "val, names; optional: path, nc, test, <split>_json)")
     raw_root = doc.get("path")
     if raw_root is None:
         root = yaml_path.parent
@@ -171,17 +188,71 @@ def load_data_config(data: str | Path) -> DataConfig:
         raise DatasetError(f"{yaml_path}: key 'path' must be a string, got {raw_root!r}")
     if not root.is_dir():
         raise DatasetError(f"{yaml_path}: dataset root 'path' {root} is not a folder")
-    names = _parse_names(doc["names"], yaml_path)
+    coco = _coco_splits(doc, root=root, yaml_path=yaml_path)
+    names = _parse_names(doc["names"], yaml_path) if doc.get("names") is not None else next(iter(coco.values())).names
     nc = doc.get("nc")
     if nc is not None and (isinstance(nc, bool) or not isinstance(nc, int) or nc != len(names)):
         raise DatasetError(f"{yaml_path}: key 'nc' ({nc!r}) does not match the {len(names)} "
                            "entries of 'names'; fix or remove 'nc'")
-    train = resolve_image_files(doc["train"], root=root, key="train", yaml_path=yaml_path)
-    val = resolve_image_files(doc["val"], root=root, key="val", yaml_path=yaml_path)
-    logger.debug("dataset %s: %d train, %d val images, %d classes", yaml_path, len(train),
-                 len(val), len(names))
-    return DataConfig(root=root.resolve(), train=train, val=val, names=names, nc=len(names),
-                      yaml_path=yaml_path)
+    for split, c in coco.items():
+        if len(c.names) != len(names):
+            raise DatasetError(f"{yaml_path}: {c.json_path.name} ({split}_json) has {len(c.names)} categories "
+                               f"but 'names' has {len(names)}")
+    splits = {}
+    for key in ("train", "val", "test"):
+        if key in coco:
+            splits[key] = sorted(coco[key].files)
+        elif doc.get(key) is not None:
+            splits[key] = resolve_image_files(doc[key], root=root, key=key, yaml_path=yaml_path)
+    logger.debug("dataset %s: %d train, %d val, %d test images, %d classes", yaml_path, len(splits["train"]),
+                 len(splits["val"]), len(splits.get("test", [])), len(names))
+    return DataConfig(root=root.resolve(), train=splits["train"], val=splits["val"], test=splits.get("test", []),
+                      names=names, nc=len(names), yaml_path=yaml_path, coco=coco)
+
+
+def _coco_splits(doc: dict[str, Any], *, root: Path, yaml_path: Path) -> dict[str, Any]:
+    """The ``<split>_json`` entries of a dataset yaml, read (:mod:`libreyolo.data.coco`)."""
+    from .coco import read_coco
+
+    out: dict[str, Any] = {}
+    for key in ("train", "val", "test"):
+        raw = doc.get(f"{key}_json")
+        if raw is None:
+            continue
+        if not isinstance(raw, str) or not isinstance(doc.get(key), str):
+            raise DatasetError(f"{yaml_path}: '{key}_json' must be one JSON path and '{key}' the one image "
+                               "folder its file_names are relative to")
+        js = Path(raw).expanduser()
+        images = Path(doc[key]).expanduser()
+        out[key] = read_coco(js if js.is_absolute() else root / js,
+                             images if images.is_absolute() else root / images)
+    if out:
+        first = next(iter(out.values()))
+        for key, c in out.items():
+            if c.names != first.names:
+                raise DatasetError(f"{yaml_path}: the categories of {c.json_path.name} ({key}) differ from those "
+                                   f"of {first.json_path.name}")
+    return out
+
+
+def _coco_folder_config(root: Path, splits: dict[str, tuple[Path, Path]]) -> DataConfig:
+    """A COCO folder given as ``data=`` (:func:`libreyolo.data.coco.find_coco_folder`)."""
+    from .coco import read_coco
+
+    missing = [r for r in ("train", "val") if r not in splits]
+    if missing:
+        found = ", ".join(f"{r}: {js.name}" for r, (js, _) in splits.items())
+        raise DatasetError(f"COCO folder {root} has no {' or '.join(missing)} annotations "
+                           f"(annotations/instances_<split>.json; found {found})")
+    coco = {role: read_coco(js, images) for role, (js, images) in splits.items()}
+    names = coco["train"].names
+    for role, c in coco.items():
+        if c.names != names:
+            raise DatasetError(f"COCO folder {root}: the categories of {c.json_path.name} ({role}) differ from "
+                               f"those of {coco['train'].json_path.name}")
+    return DataConfig(root=root, train=sorted(coco["train"].files), val=sorted(coco["val"].files),
+                      test=sorted(coco["test"].files) if "test" in coco else [], names=names, nc=len(names),
+                      yaml_path=root, coco=coco)
 
 
 def _is_classify_root(path: Path) -> bool:

@@ -39,7 +39,7 @@ from .._cv import cv2
 from ..errors import ConfigError, DatasetError
 from ..ops.letterbox import PAD_VALUE
 from .augment import AugmentConfig, letterbox_image, mosaic4, photometric_and_flips, random_affine
-from .labels import default_cache_path, scan_labels
+from .labels import LabelIndex, default_cache_path, scan_labels
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,9 @@ class DetectionDataset(Dataset):
         cache_dir: folder for the label cache; default next to the labels folder.
         single_cls: every label becomes class 0 (the cache keeps the original ids).
         prefix: prepended to log messages (e.g. ``"train: "``).
+        labels: the split's label index when it does not come from ``.txt`` files (a COCO JSON
+            split: :meth:`libreyolo.data.config.DataConfig.label_index`); ``img_files`` are then
+            the files it indexes.
 
     Attributes: ``im_files`` (list[str]), ``shapes`` (ndarray[N, 2] int64, (h, w) on disk),
     ``labels`` (list of ndarray[n, 5] float32 ``cls cx cy w h`` normalised to the original).
@@ -74,7 +77,8 @@ class DetectionDataset(Dataset):
 
     def __init__(self, img_files: list[Path], *, imgsz: int, augment: bool,
                  hyp: AugmentConfig | None = None, nc: int, rect: bool = False,
-                 cache_dir: Path | None = None, single_cls: bool = False, prefix: str = "") -> None:
+                 cache_dir: Path | None = None, single_cls: bool = False, prefix: str = "",
+                 labels: LabelIndex | None = None) -> None:
         if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < self.stride:
             raise ConfigError(f"imgsz must be an int >= {self.stride}, got {imgsz!r}")
         if isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:
@@ -92,8 +96,8 @@ class DetectionDataset(Dataset):
         self.prefix = prefix
         if self.rect and self.augment:
             logger.warning("%srect=True is for validation; training items stay square", prefix)
-        index = scan_labels(files, nc=nc, cache_path=default_cache_path(files, cache_dir=cache_dir),
-                            prefix=prefix)
+        index = labels if labels is not None else scan_labels(
+            files, nc=nc, cache_path=default_cache_path(files, cache_dir=cache_dir), prefix=prefix)
         self.im_files: list[str] = index.im_files
         self.shapes: np.ndarray = index.shapes
         self.labels: list[np.ndarray] = index.labels

@@ -57,7 +57,7 @@ class ValConfig:
     iou: float = 0.7
     max_det: int = 300
     device: str | None = None
-    split: Literal["val", "train"] = "val"
+    split: Literal["val", "train", "test"] = "val"
     half: bool = False
     workers: int = 4
     verbose: bool = True
@@ -157,17 +157,21 @@ def _validate(model: Family, cfg: ValConfig, overrides: dict[str, Any]) -> dict[
     model.to(device)
     workers = capped_workers(cfg.workers, explicit="workers" in overrides)
     amp = (torch.float16 if device.type == "cuda" else torch.bfloat16) if cfg.half else None
+    files = list(getattr(dcfg, cfg.split, None) or [])
+    if not files:
+        raise ConfigError(f"split={cfg.split!r}: {data!r} has no {cfg.split} images (add a '{cfg.split}' key "
+                          "to the dataset yaml)")
     if classify:
         from ..data.classify import ClassifyDataset, collate_classify
         from .classify_val import run_classify_validation
 
-        cds = ClassifyDataset(list(getattr(dcfg, cfg.split)), imgsz=imgsz, augment=False, prefix=f"{cfg.split}: ")
+        cds = ClassifyDataset(files, imgsz=imgsz, augment=False, prefix=f"{cfg.split}: ")
         closer = build_dataloader(cds, batch=cfg.batch, workers=workers, shuffle=False, seed=0,
                                   pin_memory=device.type == "cuda", collate_fn=collate_classify)
         return run_classify_validation(model=model, net=model.net, loader=closer, names=dcfg.names, amp_dtype=amp,
                                        verbose=cfg.verbose, progress=cfg.verbose)
-    ds = DetectionDataset(list(getattr(dcfg, cfg.split)), imgsz=imgsz, augment=False, hyp=None, nc=dcfg.nc,
-                          rect=False, prefix=f"{cfg.split}: ")
+    ds = DetectionDataset(files, imgsz=imgsz, augment=False, hyp=None, nc=dcfg.nc, rect=False,
+                          prefix=f"{cfg.split}: ", labels=dcfg.label_index(cfg.split, files, prefix=f"{cfg.split}: "))
     loader = build_dataloader(ds, batch=cfg.batch, workers=workers, shuffle=False, seed=0,
                               pin_memory=device.type == "cuda")
     plots_dir = None

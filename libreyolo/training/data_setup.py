@@ -149,8 +149,10 @@ class DataSetupMixin:
         workers = self._workers()
         if not self.is_main:  # rank 0 scans the labels and writes the cache first; the others read it
             barrier(self.dist)
-        self.train_ds = DetectionDataset(self._train_files(d.train), imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc,
-                                         single_cls=cfg.single_cls, prefix="train: ")
+        train_files = self._train_files(d.train)
+        self.train_ds = DetectionDataset(train_files, imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc,
+                                         single_cls=cfg.single_cls, prefix="train: ",
+                                         labels=d.label_index("train", train_files, prefix="train: "))
         if self.dist is not None and self.is_main:
             barrier(self.dist)
         self._split_batch()
@@ -159,7 +161,7 @@ class DataSetupMixin:
         self.val_loader = None
         if cfg.val and self.is_main:  # rank 0 validates on the whole val set
             self.val_ds = DetectionDataset(d.val, imgsz=cfg.imgsz, augment=False, nc=d.nc, single_cls=cfg.single_cls,
-                                           prefix="val: ")
+                                           prefix="val: ", labels=d.label_index("val", d.val, prefix="val: "))
             self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=workers, shuffle=False,
                                                seed=cfg.seed, pin_memory=pin)
 
