@@ -155,8 +155,6 @@ def build_export_graph(model: Family, cfg: ExportConfig) -> tuple[ExportGraph, T
         net, x = net.half(), x.half()
     graph = ExportGraph(net, model, head=head, iou=cfg.iou, conf=cfg.conf, max_det=cfg.max_det,
                         agnostic=cfg.agnostic_nms).eval()
-    with torch.no_grad():
-        graph(x)  # fills the family's anchor cache outside the trace (constants of the graph)
     meta = {
         "family": model.FAMILY, "task": model.task, "size": model.size, "nc": model.nc,
         "names": {str(k): v for k, v in model.names.items()}, "imgsz": [h, w], "stride": model.stride,
