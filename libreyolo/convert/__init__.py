@@ -135,6 +135,9 @@ def convert_foreign(fw: ForeignWeights, *, family: str | None = None) -> Family:
         size, nc = found
         names = fw.names if fw.names and len(fw.names) == nc else None
         model = cls(size=size, nc=nc, names=names)
+        adapt = getattr(mod, "adapt_model", None)  # architecture options the weights need (yolo9: box_groups)
+        if adapt is not None:
+            adapt(model, fw)
         try:
             sd = mod.convert_state_dict(fw.state_dict, model.net.state_dict(), arch=fw.arch)
         except CheckpointError as e:

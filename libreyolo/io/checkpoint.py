@@ -3,7 +3,8 @@
 A checkpoint is a dict loaded with ``torch.load(weights_only=True)`` (no code is executed)::
 
     {"libreyolo": {"format": 1, "version": str, "family": str, "size": str, "task": str,
-                   "nc": int, "names": {int: str}, "imgsz": int},
+                   "nc": int, "names": {int: str}, "imgsz": int,
+                   "arch": {option: value}},  # only when the family's architecture options differ
      "model": {param_name: Tensor},          # weights (EMA weights for trained models)
      ...}                                    # training state: epoch, optimizer, ema, train_args, ...
 
@@ -208,6 +209,9 @@ def model_metadata(model: Family) -> dict[str, Any]:
         "names": dict(model.names),
         "imgsz": model.imgsz,
     }
+    arch = getattr(model, "arch", None)
+    if arch:  # architecture options beyond the size (e.g. yolo9 box_groups=1 for Ultralytics weights)
+        meta["arch"] = dict(arch)
     if getattr(model, "quant", None) is not None:
         from ..quant.model import quant_metadata
 
@@ -363,7 +367,12 @@ def model_from_checkpoint(obj: dict[str, Any], where: str) -> Family:
         cls = get_family(meta["family"])
         model = cls(size=meta["size"], task=meta["task"], nc=int(meta["nc"]),
                     names=meta["names"], imgsz=meta.get("imgsz"))
-    except ConfigError as e:
+        if meta.get("arch"):
+            set_arch = getattr(model, "set_arch", None)
+            if set_arch is None:
+                raise ConfigError(f"{model.FAMILY} has no architecture options, the file names {meta['arch']}")
+            set_arch(**meta["arch"])
+    except (ConfigError, TypeError) as e:
         raise CheckpointError(f"checkpoint {where!r} metadata does not describe a buildable model: {e}") from e
     if meta.get("quant"):
         from ..quant.model import restore_quant_structure

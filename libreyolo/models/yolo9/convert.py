@@ -8,7 +8,9 @@ In the head ``cv2`` is our ``box`` branch, ``cv3`` our ``cls`` branch, and ``dfl
 
 Known difference: Ultralytics' ``Detect`` box branch uses ungrouped convolutions (its second
 3x3 conv and the final 1x1 conv have ``groups=1``), ours and the original ``DDetect`` use
-``groups=4``. A grouped kernel cannot hold an ungrouped one, so an Ultralytics checkpoint stops at
+``groups=4``. :func:`adapt_model` builds the head with ``box_groups=1`` when the checkpoint's box
+kernels are ungrouped, so an Ultralytics checkpoint converts exactly (the option is saved in the
+native checkpoint's metadata); converting onto a grouped head stops at
 ``model.22.cv2.0.1.conv.weight`` with a :class:`CheckpointError` that names the key.
 """
 
@@ -136,3 +138,20 @@ def match(fw: object) -> tuple[str, int] | None:
     if not gelan:
         raise CheckpointError(f"checkpoint says it is {arch!r} but does not have the GELAN layer layout.")
     return infer_size_nc(sd)
+
+
+def box_groups_of(src: Mapping[str, Tensor]) -> int:
+    """4 when the reference box branch is grouped (original YOLOv9 ``DDetect``), 1 when not
+    (Ultralytics ``Detect``): from the input channels of the second box conv of level 0."""
+    w = src.get(f"model.{_HEAD}.cv2.0.1.conv.weight", src.get(f"{_HEAD}.cv2.0.1.conv.weight"))
+    first = src.get(f"model.{_HEAD}.cv2.0.0.conv.weight", src.get(f"{_HEAD}.cv2.0.0.conv.weight"))
+    if w is None or first is None:
+        return 4
+    return 1 if int(w.shape[1]) == int(first.shape[0]) else 4
+
+
+def adapt_model(model: object, fw: object) -> None:
+    """Give ``model`` the head layout of ``fw``'s weights before they are converted onto it."""
+    groups = box_groups_of(getattr(fw, "state_dict", {}))
+    if groups != 4:
+        model.set_arch(box_groups=groups)  # type: ignore[attr-defined]

@@ -21,10 +21,26 @@ class YOLO9(DenseFamily):
     DECODE_TOPK: ClassVar[int] = 1000
 
     @classmethod
-    def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
+    def build_net(cls, *, size: str, nc: int, task: str, box_groups: int = 4) -> nn.Module:
         from .nn import build_yolo9
 
-        return build_yolo9(size=size, nc=nc)
+        return build_yolo9(size=size, nc=nc, box_groups=box_groups)
+
+    @property
+    def arch(self) -> dict[str, Any]:
+        """Architecture options beyond the size (saved in checkpoints): ``{"box_groups": 1}`` for a
+        model converted from an Ultralytics YOLOv9 checkpoint, whose box branch is ungrouped."""
+        g = int(getattr(self.net.head, "box_groups", 4))
+        return {} if g == 4 else {"box_groups": g}
+
+    def set_arch(self, *, box_groups: int = 4) -> None:
+        """Rebuild the network with ``box_groups`` (untrained weights; load them afterwards).
+        Captured graphs and the prepared twin are dropped."""
+        if box_groups == int(getattr(self.net.head, "box_groups", 4)):
+            return
+        device = self.device
+        self.net = self.build_net(size=self.size, nc=self.nc, task=self.task, box_groups=box_groups).to(device).eval()
+        self.invalidate_graphs("architecture changed (box_groups)")
 
     @classmethod
     def postprocess_fn(cls) -> Callable[..., list[Tensor]]:

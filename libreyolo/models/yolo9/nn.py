@@ -49,7 +49,8 @@ def _down(kind: str, c_in: int, c_out: int) -> nn.Module:
 class DetectHead(nn.Module):
     """Anchor-free decoupled head with DFL box regression, one branch pair per level.
 
-    Box branch: 3x3 conv, grouped (g=4) 3x3 conv, grouped 1x1 conv to ``4 * reg_max``.
+    Box branch: 3x3 conv, grouped (g=4) 3x3 conv, grouped 1x1 conv to ``4 * reg_max``
+    (``box_groups=1``: ungrouped, the layout of Ultralytics' YOLOv9 ``Detect``, for its checkpoints).
     Class branch: 3x3 conv, 3x3 conv, 1x1 conv to ``nc``. Widths:
     ``c_box = ceil4(max(ch[0] // 4, 4 * reg_max, 16))`` (reference rule) and
     ``c_cls = max(ch[0], min(nc, 100))`` (the rule of the released YOLOv9-T model, whose class
@@ -61,16 +62,18 @@ class DetectHead(nn.Module):
     """
 
     def __init__(self, *, nc: int, ch: tuple[int, ...], reg_max: int = REG_MAX,
-                 strides: tuple[int, ...] = STRIDES) -> None:
+                 strides: tuple[int, ...] = STRIDES, box_groups: int = 4) -> None:
         super().__init__()
         self.nc = nc
         self.reg_max = reg_max
         self.strides = tuple(strides)
+        self.box_groups = int(box_groups)
         c_box = _make_divisible(max(ch[0] // 4, 4 * reg_max, 16), 4)
         c_cls = max(ch[0], min(nc, 100))
+        g = self.box_groups
         self.box = nn.ModuleList(
-            nn.Sequential(ConvBNAct(c, c_box, 3), ConvBNAct(c_box, c_box, 3, g=4),
-                          nn.Conv2d(c_box, 4 * reg_max, 1, groups=4))
+            nn.Sequential(ConvBNAct(c, c_box, 3), ConvBNAct(c_box, c_box, 3, g=g),
+                          nn.Conv2d(c_box, 4 * reg_max, 1, groups=g))
             for c in ch
         )
         self.cls = nn.ModuleList(
@@ -101,7 +104,7 @@ class YOLO9Net(nn.Module):
     [Tensor[B, 4 * reg_max + nc, H / s, W / s] for s in (8, 16, 32)], raw logits.
     """
 
-    def __init__(self, variant: YOLO9Variant, *, nc: int) -> None:
+    def __init__(self, variant: YOLO9Variant, *, nc: int, box_groups: int = 4) -> None:
         super().__init__()
         v = variant
         self.size = v.size
@@ -140,7 +143,8 @@ class YOLO9Net(nn.Module):
         self.bottom5 = _elan(v.neck_down[1] + c5, v.neck_out[1])
         n5 = v.neck_out[1][0]
         # head --------------------------------------------------------------------------
-        self.head = DetectHead(nc=nc, ch=(n3, n4, n5), reg_max=self.reg_max, strides=self.strides)
+        self.head = DetectHead(nc=nc, ch=(n3, n4, n5), reg_max=self.reg_max, strides=self.strides,
+                               box_groups=box_groups)
         self.head.init_bias()
 
     def forward(self, x: Tensor) -> list[Tensor]:
@@ -165,8 +169,8 @@ class YOLO9Net(nn.Module):
         return self
 
 
-def build_yolo9(*, size: str, nc: int) -> YOLO9Net:
-    """Build an untrained YOLOv9 (GELAN) detector.
+def build_yolo9(*, size: str, nc: int, box_groups: int = 4) -> YOLO9Net:
+    """Build an untrained YOLOv9 (GELAN) detector (``box_groups``: see :class:`DetectHead`).
 
     Example:
         >>> net = build_yolo9(size="t", nc=80)
@@ -177,4 +181,6 @@ def build_yolo9(*, size: str, nc: int) -> YOLO9Net:
         raise ConfigError(f"yolo9 has no size {size!r}; sizes: {', '.join(VARIANTS)}")
     if isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:
         raise ConfigError(f"nc must be a positive int, got {nc!r}")
-    return YOLO9Net(VARIANTS[size], nc=nc)
+    if box_groups not in (1, 4):
+        raise ConfigError(f"box_groups must be 4 (original YOLOv9 head) or 1 (Ultralytics' head), got {box_groups!r}")
+    return YOLO9Net(VARIANTS[size], nc=nc, box_groups=box_groups)
