@@ -34,7 +34,6 @@ from libreyolo.models.yolo9.convert import (  # noqa: E402
 from libreyolo.models.yolo9.nn import build_yolo9  # noqa: E402
 
 
-
 def _reference(size: str):
     from ultralytics import YOLO
 
