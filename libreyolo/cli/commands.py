@@ -228,10 +228,16 @@ def _export_keys() -> dict[str, Key]:
         fields = [Key(name=n) for n in ("format", "imgsz", "batch", "dynamic", "opset", "half", "simplify")]
     else:
         fields = _dataclass_keys(ExportConfig)
-    helps = {"format": "export format, e.g. onnx", "imgsz": "input size: 640 or h,w",
+    helps = {"format": "export format: onnx, torchscript or openvino", "imgsz": "input size: 640 or h,w",
              "batch": "batch size of the exported input", "dynamic": "dynamic batch/height/width axes",
              "opset": "ONNX opset", "half": "float16 weights (CUDA)", "simplify": "simplify the graph",
-             "device": "device to trace on", "file": "output file"}
+             "device": "device to trace on", "file": "output file",
+             "decode": "put the family's decode inside the graph (output candidates [B, k, 6])",
+             "nms": "put decode and NMS inside the graph (output detections [B, max_det, 6])",
+             "iou": "NMS IoU threshold inside the graph (nms=true)",
+             "conf": "score threshold inside the graph (nms=true)",
+             "max_det": "detections per image inside the graph (nms=true)",
+             "agnostic_nms": "class-agnostic NMS inside the graph (nms=true)"}
     fields = [dataclasses.replace(k, help=k.help or helps.get(k.name, "")) for k in fields]
     return _as_dict([*_model_keys(), *fields])
 
@@ -317,6 +323,13 @@ def _load_run_benchmark() -> Callable[..., Any]:
 
 
 def run_benchmark(kw: dict[str, Any], quiet: bool) -> int:
+    from ..export.registry import format_of_path
+
+    if format_of_path(str(kw.get("model", DEFAULT_MODEL))) is not None:  # an exported file: its runtime
+        from ..export.bench import benchmark_exported
+
+        benchmark_exported(**kw)
+        return 0
     fn = _load_run_benchmark()
     params = inspect.signature(fn).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):

@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
+from torchvision.ops import (
+    batched_nms,  # imported before any trace: its first import must not be traced
+)
 
 from .._version import __version__
 from ..errors import ExportError
@@ -89,8 +92,6 @@ def nms_indices(boxes: Tensor, scores: Tensor, *, iou: float, score_threshold: f
     """What ONNX ``NonMaxSuppression`` returns, in PyTorch: boxes (Tensor[B, N, 4] xyxy), scores
     (Tensor[B, C, N]) -> selected (Tensor[M, 3] int64: batch, class, box index), greedy NMS per
     (batch, class) over the boxes scoring above ``score_threshold``."""
-    from torchvision.ops import batched_nms
-
     c = scores.shape[1]
     idx = torch.nonzero(scores > score_threshold)  # (M0, 3) batch, class, box
     b, k, n = idx[:, 0], idx[:, 1], idx[:, 2]
