@@ -67,13 +67,14 @@ class PredictOptions:
     save_crop: bool = False
     line_width: int | None = None
     show: bool = False
+    verbose: bool = False
 
     @classmethod
     def build(cls, *, model: Family, conf: float, iou: float, imgsz: Any, classes: Any, max_det: int,
               device: Any, batch: int, save: bool, save_dir: Any, cuda_graph: Any, half: bool,
               agnostic_nms: bool, bgr: bool, fuse: bool = True, rect: bool = True, vid_stride: int = 1,
               save_txt: bool = False, save_conf: bool = False, save_crop: bool = False,
-              line_width: int | None = None, show: bool = False) -> PredictOptions:
+              line_width: int | None = None, show: bool = False, verbose: bool = False) -> PredictOptions:
         from ..graphs.runner import check_policy
         from ..models._base.family import select_device
 
@@ -90,7 +91,7 @@ class PredictOptions:
             if not all(isinstance(c, int) and 0 <= c < model.nc for c in classes):
                 raise ConfigError(f"classes must be class ids in [0, {model.nc - 1}], got {classes!r}")
         for key, v in (("half", half), ("fuse", fuse), ("rect", rect), ("save_txt", save_txt),
-                       ("save_conf", save_conf), ("save_crop", save_crop), ("show", show)):
+                       ("save_conf", save_conf), ("save_crop", save_crop), ("show", show), ("verbose", verbose)):
             if not isinstance(v, bool):
                 raise ConfigError(f"{key} must be True or False, got {v!r}")
         if isinstance(vid_stride, bool) or not isinstance(vid_stride, int) or vid_stride < 1:
@@ -112,7 +113,7 @@ class PredictOptions:
             batch=batch, save=bool(save), save_dir=Path(save_dir) if save_dir else None,
             cuda_graph=cuda_graph, half=half, fuse=fuse, rect=rect, agnostic_nms=bool(agnostic_nms), bgr=bool(bgr),
             vid_stride=vid_stride, save_txt=save_txt, save_conf=save_conf, save_crop=save_crop,
-            line_width=line_width, show=show,
+            line_width=line_width, show=show, verbose=verbose,
         )
 
 
@@ -273,7 +274,15 @@ def _prepared(model: Any, opts: PredictOptions) -> tuple[Any, torch.dtype | None
 
 
 def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Results]:
-    """Yield one :class:`Results` per image / frame."""
+    """Yield one :class:`Results` per image / frame (``opts.verbose``: one log line each, shown on
+    stderr when the application has not configured logging)."""
+    from .val_logging import library_logging
+
+    with library_logging(opts.verbose):
+        yield from _predict(model, source, opts)
+
+
+def _predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Results]:
     from .sources import load_source
 
     if opts.device is not None:
@@ -345,6 +354,12 @@ def _emit(model: Any, items: list[Any], clock: CallClock, saver: _Saver, **field
     for r in out:
         r.speed = speed
         saver(r)
+        if saver.verbose:
+            h, w = r.orig_img.shape[:2]
+            where = r.path or "image"
+            if r.frame is not None:
+                where = f"{where} frame {r.frame}"
+            logger.info("%s: %dx%d %s, %.1fms", where, w, h, r.verbose(), sum(speed.values()))
         yield r
 
 
@@ -378,6 +393,7 @@ class _Saver:
         from .saving import ResultWriter
 
         self.writer = ResultWriter.from_options(opts, task=model.task, source=source)
+        self.verbose = opts.verbose
 
     def __call__(self, r: Results) -> None:
         self.writer(r)

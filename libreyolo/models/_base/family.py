@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from ...device import autocast, first_parameter, select_device  # noqa: F401 - select_device re-exported
 from ...errors import ConfigError, keyword_checked
 from ...graphs.seam import Stage
+from .names import normalise_names
 
 if TYPE_CHECKING:
     from ...engine.results import Results
@@ -93,7 +94,7 @@ class Family:
         self.size = size
         self.task = task
         self.nc = nc
-        self.names = _normalise_names(names, nc)
+        self.names = normalise_names(names, nc)
         self.imgsz = int(imgsz or self.DEFAULT_IMGSZ)
         self.net: nn.Module = self.build_net(size=size, nc=nc, task=task)
         self.net.eval()
@@ -346,6 +347,7 @@ class Family:
         save_crop: bool = False,
         line_width: int | None = None,
         show: bool = False,
+        verbose: bool = False,
     ) -> list[Results] | Iterator[Results]:
         """Detect objects in ``source`` (path, folder, glob, ``.txt`` list, PIL, numpy, tensor,
         video, webcam index, stream URL: :mod:`libreyolo.engine.sources`).
@@ -364,6 +366,7 @@ class Family:
         under ``crops/<class>/``; ``line_width`` the outline width drawn; ``show`` a window per
         image where a display exists. ``vid_stride`` reads every n-th video / stream frame. Use
         ``stream=True`` for webcams and long videos (results one at a time, constant memory).
+        ``verbose=True`` logs one line per image (objects found, milliseconds).
 
         Example:
             >>> from libreyolo import LibreYOLO, SAMPLE_IMAGE
@@ -378,6 +381,7 @@ class Family:
             device=device, batch=batch, save=save, save_dir=save_dir, cuda_graph=cuda_graph,
             half=half, agnostic_nms=agnostic_nms, bgr=bgr, fuse=fuse, rect=rect, vid_stride=vid_stride,
             save_txt=save_txt, save_conf=save_conf, save_crop=save_crop, line_width=line_width, show=show,
+            verbose=verbose,
         )
         gen = predict(self, source, opts)
         return gen if stream else list(gen)
@@ -413,6 +417,7 @@ class Family:
         save_crop: bool = False,
         line_width: int | None = None,
         show: bool = False,
+        verbose: bool = False,
     ) -> list[Results] | Iterator[Results]:
         """Detect and track objects over the frames of ``source`` (a video, webcam, stream, or
         frames passed one call at a time with ``persist=True``); :mod:`libreyolo.trackers`.
@@ -437,6 +442,7 @@ class Family:
             device=device, batch=batch, save=save, save_dir=save_dir, cuda_graph=cuda_graph,
             half=half, agnostic_nms=agnostic_nms, bgr=bgr, fuse=fuse, rect=rect, vid_stride=vid_stride,
             save_txt=save_txt, save_conf=save_conf, save_crop=save_crop, line_width=line_width, show=show,
+            verbose=verbose,
         )
         gen = track(self, source, opts, tracker=tracker, persist=persist)
         return gen if stream else list(gen)
@@ -486,15 +492,3 @@ class Family:
 
         return quant_info(self)
 
-
-def _normalise_names(names: dict[int, str] | list[str] | None, nc: int) -> dict[int, str]:
-    if names is None:
-        return {i: f"class{i}" for i in range(nc)}
-    if isinstance(names, (list, tuple)):
-        names = dict(enumerate(names))
-    if not isinstance(names, dict):
-        raise ConfigError(f"names must be a list or dict, got {type(names).__name__}")
-    names = {int(k): str(v) for k, v in names.items()}
-    if sorted(names) != list(range(nc)):
-        raise ConfigError(f"names must cover class ids 0..{nc - 1}, got {len(names)} entries")
-    return names

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from libreyolo.engine.predictor import preprocess
@@ -59,3 +60,22 @@ def test_preprocess_swaps_bgr_channels_on_the_device_exactly():
         want, p1 = preprocess(images_rgb, (64, 64), torch.device("cpu"))
         got, p2 = preprocess(images_bgr, (64, 64), torch.device("cpu"), bgr=True)
         assert torch.equal(got, want) and p1 == p2
+
+
+def test_verbose_predict_logs_one_line_per_image(caplog):
+    import logging
+
+    from libreyolo import SAMPLE_IMAGE, LibreYOLO
+    from libreyolo.errors import ConfigError
+
+    model = LibreYOLO("LibreYOLO9t.pt")
+    with caplog.at_level(logging.INFO, logger="libreyolo"):
+        (r,) = model.predict(str(SAMPLE_IMAGE), verbose=True)
+    lines = [m.getMessage() for m in caplog.records if m.name == "libreyolo.engine.predictor"]
+    assert len(lines) == 1 and str(SAMPLE_IMAGE) in lines[0] and r.verbose() in lines[0] and "ms" in lines[0]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="libreyolo"):
+        model.predict(str(SAMPLE_IMAGE))  # quiet by default
+    assert not [m for m in caplog.records if m.name == "libreyolo.engine.predictor"]
+    with pytest.raises(ConfigError, match="verbose"):
+        model.predict(str(SAMPLE_IMAGE), verbose="yes")
