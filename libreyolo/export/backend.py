@@ -138,23 +138,39 @@ class ExportedModel:
                 logger.warning("%s: NMS is inside this export with %s=%s; the %s=%s asked for has no effect",
                                Path(self.path).name, key, baked, key, asked)
 
+    def _options(self, kw: dict[str, Any], signature_of: Any, skip: tuple[str, ...]) -> Any:
+        """``PredictOptions`` from ``kw`` with the defaults of the PyTorch method ``signature_of``."""
+        from ..engine.predictor import PredictOptions
+        from ..errors import check_keys
+
+        defaults = {k: v.default for k, v in inspect.signature(signature_of).parameters.items()
+                    if k not in ("self", "source", "stream", *skip)}
+        check_keys(kw, defaults, what=signature_of.__name__)
+        if self.fixed_hw is not None and "rect" not in kw:
+            kw = {**kw, "rect": False}  # a fixed-shape export takes only its own (square) imgsz
+        return PredictOptions.build(model=self, **{**defaults, **kw})
+
     def predict(self, source: Any = None, **kw: Any) -> Any:
         """Same arguments as :meth:`Family.predict` (``cuda_graph`` must stay False)."""
-        from ..engine.predictor import PredictOptions, predict
-        from ..errors import check_keys
+        from ..engine.predictor import predict
         from ..models._base.family import Family
 
         stream = kw.pop("stream", False)
-        defaults = {k: v.default for k, v in inspect.signature(Family.predict).parameters.items()
-                    if k not in ("self", "source", "stream")}
-        check_keys(kw, defaults, what="predict")
-        if self.fixed_hw is not None and "rect" not in kw:
-            kw["rect"] = False  # a fixed-shape export takes only its own (square) imgsz
-        opts = PredictOptions.build(model=self, **{**defaults, **kw})
-        gen = predict(self, source, opts)
+        gen = predict(self, source, self._options(kw, Family.predict, ()))
         return gen if stream else list(gen)
 
     __call__ = predict
+
+    def track(self, source: Any = None, **kw: Any) -> Any:
+        """Same arguments as :meth:`Family.track`: detection by the export, tracking in Python."""
+        from ..models._base.family import Family
+        from ..trackers.track import track
+
+        stream = kw.pop("stream", False)
+        persist, tracker = kw.pop("persist", False), kw.pop("tracker", "bytetrack")
+        gen = track(self, source, self._options(kw, Family.track, ("persist", "tracker")), tracker=tracker,
+                    persist=persist)
+        return gen if stream else list(gen)
 
     def val(self, **overrides: Any) -> dict[str, float]:
         """Validate the exported model on a dataset, as :meth:`Family.val` (same keys). A fixed-shape

@@ -162,3 +162,15 @@ def test_exported_classifier_predicts_through_torchscript(tmp_path) -> None:
     b = loaded.predict(SAMPLE_IMAGE, imgsz=64)[0]
     assert b.probs is not None and a.probs.top1 == b.probs.top1
     assert torch.allclose(a.probs.data, b.probs.data, atol=1e-5)
+
+
+def test_track_through_an_export_keeps_ids(exports, trained) -> None:
+    model, _ = trained
+    loaded = load_exported(exports("torchscript", "nms"))
+    kw = dict(imgsz=SIZE, rect=False, persist=True)
+    first = [loaded.track(SAMPLE_IMAGE, **kw)[0] for _ in range(3)][-1]
+    again = loaded.track(SAMPLE_IMAGE, **kw)[0]
+    assert first.boxes.id is not None and len(first.boxes) > 0
+    assert torch.equal(first.boxes.id, again.boxes.id)  # the same scene: the same tracks
+    ref = [model.track(SAMPLE_IMAGE, **kw)[0] for _ in range(3)][-1]
+    assert len(ref.boxes) == len(first.boxes)  # PyTorch tracks as many boxes from the same frames
