@@ -130,7 +130,9 @@ def train_arm(model: Any, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any
                        "mAP50-95": float(row.get("metrics/mAP50-95", float("nan"))),
                        "mAP50": float(row.get("metrics/mAP50", float("nan"))),
                        "loss": round(sum(v for k, v in row.items() if k.startswith("train/")), 5),
-                       "train_s": round(float(row["time/epoch_s"]), 3)})
+                       "train_s": round(float(row["time/epoch_s"]), 3),
+                       "val_s": round(float(row.get("time/val_s", float("nan"))), 3),
+                       "save_s": round(float(row.get("time/save_s", float("nan"))), 3)})
 
     trainer.callbacks.append(on_epoch)
     result = trainer.fit()

@@ -19,10 +19,13 @@ counter and the Python, NumPy, torch (CPU and CUDA) and loader-generator random 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
 import shutil
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +114,25 @@ class CheckpointMixin:
         save_model(self.model, self.wdir / "last.pt", state_dict=self._weights(),
                    extra=self._common(self.epoch, getattr(self, "last_metrics", {})))
 
+    @contextlib.contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Record the wall seconds of a per-epoch stage as ``time/<stage>_s`` in
+        :attr:`stage_seconds` (logged to ``results.csv`` with the epoch's row)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.__dict__.setdefault("stage_seconds", {})[f"time/{stage}_s"] = time.perf_counter() - t0
+
+    @property
+    def stage_seconds(self) -> dict[str, float]:
+        return self.__dict__.get("stage_seconds", {})
+
     def _save(self, epoch: int, metrics: dict[str, float], *, best: bool) -> None:
+        with self.timed("save"):
+            self._write_checkpoints(epoch, metrics, best=best)
+
+    def _write_checkpoints(self, epoch: int, metrics: dict[str, float], *, best: bool) -> None:
         from ..io.checkpoint import save_model
 
         common = self._common(epoch, metrics)

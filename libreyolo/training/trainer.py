@@ -8,9 +8,8 @@ modules the loop calls: EMA (:mod:`.ema`), the LR schedule (:mod:`.scheduler`), 
 (:mod:`.optim`), the optimisation plan (:mod:`.plan`), graph-capture set-up (:mod:`.capture`), the
 epoch bookkeeping (:mod:`.bookkeeping`: running loss means, results rows, ``time_limit``), the run
 folder (:mod:`.run_dir`), seeds and determinism (:mod:`.seeding`) and loggers (:mod:`.loggers`);
-datasets and loaders (:mod:`.data_setup`) and checkpoints / resume (:mod:`.checkpoints`) are
-mixins of :class:`Trainer`. Nothing happens in ``__init__``; ``fit()`` does it.
-
+datasets and loaders (:mod:`.data_setup`) and checkpoints / resume (:mod:`.checkpoints`, with the
+per-stage epoch timings) are mixins of :class:`Trainer`. Nothing happens in ``__init__``; ``fit()`` does it.
 The forward/backward seam (where CUDA-graph training capture plugs in)::
 
     preds = self._forward(imgs)          # graph_capture.forward(imgs) if a capture object is set
@@ -348,6 +347,7 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             self._save(epoch, metrics, best=improved)
             row = epoch_row(epoch=epoch, names=self._loss_names(), losses=losses, metrics=metrics,
                             optimizer=self.optimizer, train_s=train_s, n_images=len(self.train_ds))
+            row.update(self.stage_seconds)  # time/val_s, time/save_s
             assert self.results is not None  # rank 0
             self.results.log(row)
             self.callbacks.run("on_fit_epoch_end", self, row)
@@ -452,12 +452,12 @@ class Trainer(DataSetupMixin, CheckpointMixin):
             return {}
         from ..engine.validator import run_validation
 
-        net = self.ema.module if self.ema is not None else self.net
-        return run_validation(model=self.model, net=net, loader=self.val_loader, names=self.model.names,
-                              conf=self.cfg.val_conf, iou=self.cfg.val_iou, max_det=self.cfg.max_det,
-                              amp_dtype=self.amp_dtype, verbose=self.cfg.verbose or final,
-                              progress=self.cfg.verbose, criterion=self.criterion, loss_names=self._loss_names(),
-                              plots_dir=self.save_dir if final and self.cfg.plots else None)
+        net, c = (self.ema.module if self.ema is not None else self.net), self.cfg
+        with self.timed("val"):
+            return run_validation(model=self.model, net=net, loader=self.val_loader, names=self.model.names,
+                                  conf=c.val_conf, iou=c.val_iou, max_det=c.max_det, amp_dtype=self.amp_dtype,
+                                  verbose=c.verbose or final, progress=c.verbose, criterion=self.criterion,
+                                  loss_names=self._loss_names(), plots_dir=self.save_dir if final and c.plots else None)
 
     def _plot_batch(self, i: int, batch: dict[str, Any]) -> None:
         """``train_batch<i>.png`` (the augmented batch with its boxes) and, with the first, ``train_labels.png``."""

@@ -120,3 +120,15 @@ def test_freeze_by_name_prefix_and_bad_specs(tiny_shapes, tmp_path):
         _setup(tiny_shapes, tmp_path, freeze=99)
     with pytest.raises(ConfigError, match="freeze must be"):
         TrainConfig.from_overrides({"freeze": -1})
+
+
+def test_results_csv_times_validation_and_checkpointing(tiny_shapes, tmp_path):
+    """Every epoch row says how long training, validation and checkpoint writing took."""
+    import csv
+
+    out = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=2))
+    with open(Path(out["save_dir"]) / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2
+    for r in rows:
+        assert float(r["time/epoch_s"]) > 0 and float(r["time/val_s"]) > 0 and float(r["time/save_s"]) > 0
