@@ -60,8 +60,9 @@ class ExportFormat:
 
     def matches(self, path: Path) -> bool:
         if self.dir_suffix:
+            # by name, or a folder of another name holding an export's metadata beside its graph
             return (path.name.endswith(self.suffix) or path.suffix in self.file_suffixes
-                    or (path.is_dir() and any(path.glob("*.xml"))))
+                    or (path.is_dir() and (path / "libreyolo.json").is_file() and any(path.glob("*.xml"))))
         return path.suffix in (self.suffix, *self.file_suffixes)
 
     def load_exporter(self) -> Callable[..., Path]:

@@ -29,6 +29,10 @@ def test_registry_lists_formats_and_finds_them_by_path(tmp_path: Path) -> None:
     assert format_of_path("m_openvino_model/m.xml").name == "openvino"
     assert format_of_path("LibreYOLO9t.pt") is None
     assert format_of_path(tmp_path) is None  # an empty folder is no OpenVINO model
+    (tmp_path / "annotations.xml").write_text("<a/>")
+    assert format_of_path(tmp_path) is None  # nor is a folder of XML labels
+    (tmp_path / "libreyolo.json").write_text("{}")
+    assert format_of_path(tmp_path).name == "openvino"  # a renamed export folder is
     with pytest.raises(ExportError, match=r"unknown export format 'torchscrpt'.*'torchscript'.*onnx, "):
         get_format("torchscrpt")
 
