@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,6 +33,8 @@ from ..ops.letterbox import check_imgsz
 if TYPE_CHECKING:
     from ..models._base.family import Family
     from .config import ExportConfig
+
+logger = logging.getLogger(__name__)
 
 METADATA_KEY = "libreyolo"
 
@@ -145,8 +148,9 @@ def build_export_graph(model: Family, cfg: ExportConfig) -> tuple[ExportGraph, T
     dyn_axes = tuple(getattr(model, "EXPORT_DYNAMIC_AXES", ()))
     if cfg.dynamic and not dyn_axes:
         raise ExportError(f"{model.FAMILY} does not support dynamic axes; export with dynamic=False")
-    if cfg.dynamic and head != "raw":
+    if cfg.dynamic and head != "raw" and set(dyn_axes) - {"batch"}:
         dyn_axes = tuple(a for a in dyn_axes if a == "batch")  # the anchor grids are fixed by H, W
+        logger.info("export: with the decode inside only the batch axis is dynamic (imgsz %dx%d is fixed)", h, w)
     net = copy.deepcopy(model.net).to(device).eval()
     fuse = getattr(net, "fuse", None)
     if fuse is not None and not model.fused:
