@@ -77,3 +77,37 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
     if str in args:
         return str(value)
     raise ConfigError(f"{key} has the wrong type: expected {hint}, got {value!r}")
+
+
+def expand_cfg_file(overrides: dict[str, Any], keys: list[str], *, what: str) -> dict[str, Any]:
+    """``overrides`` with the keys of its ``cfg`` YAML file merged under it (keys given directly
+    win over the file's); ``cfg`` itself stays, naming the file. Unknown keys in the file, a file
+    that is not a mapping, or a missing file raise :class:`ConfigError` naming the file.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "run.yaml"
+        >>> _ = f.write_text("epochs: 30\\nimgsz: 320\\n")
+        >>> sorted(expand_cfg_file({"cfg": str(f), "epochs": 5}, ["cfg", "epochs", "imgsz"], what="train").items())
+        [('cfg', '...run.yaml'), ('epochs', 5), ('imgsz', 320)]
+    """
+    path = overrides.get("cfg")
+    if path is None:
+        return overrides
+    import yaml
+
+    from .errors import check_keys
+
+    file = Path(str(path)).expanduser()
+    if not file.is_file():
+        raise ConfigError(f"cfg={str(path)!r}: no such file (a YAML file of {what} keys)")
+    try:
+        doc = yaml.safe_load(file.read_text()) or {}
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cfg={str(path)!r} cannot be read as YAML: {e}") from e
+    if not isinstance(doc, dict) or not all(isinstance(k, str) for k in doc):
+        raise ConfigError(f"cfg={str(path)!r} must be a mapping of {what} keys to values, got {type(doc).__name__}")
+    if "cfg" in doc:
+        raise ConfigError(f"cfg={str(path)!r} sets 'cfg' itself; one file of keys, not a chain of files")
+    check_keys(doc, [k for k in keys if k != "cfg"], what=f"{what} (in cfg file {file})")
+    return {**doc, **overrides, "cfg": str(file)}

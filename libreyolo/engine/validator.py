@@ -50,6 +50,7 @@ LossFn = Callable[[Any, dict[str, Any]], tuple[Tensor, Tensor]]  # criterion(raw
 class ValConfig:
     """Keys accepted by ``model.val(**overrides)``."""
 
+    cfg: str | None = None  # a YAML file of val keys (keys given directly override it)
     data: str | None = None
     batch: int = 16
     imgsz: int | None = None
@@ -120,8 +121,10 @@ def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
         >>> metrics = LibreYOLO("LibreYOLO9t.pt").val(data="shapes", imgsz=320, plots=True)  # doctest: +SKIP
         >>> metrics["mAP50-95"], metrics.save_dir  # doctest: +SKIP
     """
+    from ..config import expand_cfg_file
     from .val_logging import library_logging
 
+    overrides = expand_cfg_file(dict(overrides), [f.name for f in dataclasses.fields(ValConfig)], what="val")
     cfg = ValConfig.from_overrides(overrides)
     with library_logging(cfg.verbose):
         return _validate(model, cfg, overrides)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..config import coerce as _coerce
+from ..config import expand_cfg_file  # noqa: F401 - re-exported for the trainer
 from ..errors import ConfigError, check_keys
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class TrainConfig:
     """
 
     # data and run
+    cfg: str | None = field(default=None, metadata={"help": "a YAML file of train keys (keys given directly "
+                                                    "override it)"})
     data: str = "shapes"
     epochs: int = 100
     batch: int = 16

@@ -27,19 +27,17 @@ skipped (every DDP rank skips, or none). With AMP's scaler there is no per-batch
 non-finite loss is made to give non-finite gradients, so the scaler skips that optimizer step on
 every rank and lowers its scale; under gradient accumulation this drops the whole accumulation
 window the batch belongs to. Either way the epoch's mean losses cover the finite batches only,
-and a warning names how many were skipped. Loss items are read back to the host every
-``REFRESH_EVERY`` batches, not every batch.
+and a warning names how many were skipped. Loss items are read back every ``REFRESH_EVERY`` batches.
 
 Classification models (``OUTPUT_KIND == "probs"``) read ImageFolder datasets, default to the
 family's ``imgsz`` and ``runs/classify``, and pick best.pt by top-1 accuracy. User callbacks
 (:mod:`.callbacks`) run at train start, each epoch's end (before and after validation) and the end.
 
-Outputs (``runs/detect/<name>/``): ``weights/last.pt`` (every epoch, atomic, with the full
-training state for ``resume``; weights only once all epochs ran), ``weights/best.pt`` (best fitness = 0.1 mAP50 + 0.9 mAP50-95,
-EMA weights only), ``results.csv`` (training and validation losses, metrics), ``results.png``,
-``args.yaml``, TensorBoard events when available and, with ``plots=True``, ``train_batch<i>.png``,
-``train_labels.png`` and the final validation's pictures (:mod:`libreyolo.engine.val_plots`). A
-kill loses at most the current epoch.
+Outputs (``runs/detect/<name>/``): ``weights/last.pt`` (every epoch, atomic, with the full training state for
+``resume``; weights only once all epochs ran), ``weights/best.pt`` (best fitness = 0.1 mAP50 + 0.9 mAP50-95, EMA
+weights only), ``results.csv`` (training and validation losses, metrics, stage times), ``results.png``, ``args.yaml``,
+TensorBoard events when available and, with ``plots=True``, ``train_batch<i>.png``, ``train_labels.png`` and the
+final validation's pictures (:mod:`libreyolo.engine.val_plots`). A kill loses at most the current epoch.
 """
 
 from __future__ import annotations
@@ -56,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from .. import config as _config
 from ..device import autocast
 from ..errors import ConfigError, GraphCaptureError
 from .bookkeeping import (
@@ -111,6 +110,7 @@ def train(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
 
     overrides = dict(overrides)  # callbacks are functions, not a config key (not in args.yaml)
     callbacks = Callbacks(overrides.pop("callbacks", None))
+    overrides = _config.expand_cfg_file(overrides, TrainConfig.keys(), what="train")  # cfg=file.yaml
     explicit = set(overrides)
     overrides = with_family_defaults(model, overrides)
     cfg = TrainConfig.from_overrides(overrides)

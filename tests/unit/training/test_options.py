@@ -132,3 +132,35 @@ def test_results_csv_times_validation_and_checkpointing(tiny_shapes, tmp_path):
     assert len(rows) == 2
     for r in rows:
         assert float(r["time/epoch_s"]) > 0 and float(r["time/val_s"]) > 0 and float(r["time/save_s"]) > 0
+
+
+def test_cfg_file_supplies_keys_that_direct_keys_override(tiny_shapes, tmp_path):
+    import yaml
+
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({"epochs": 2, "imgsz": 64, "seed": 3, "val": False}))
+    base = _over(tiny_shapes, tmp_path)
+    del base["imgsz"], base["seed"]
+    out = YOLO9(size="t", nc=6).train(**base, cfg=str(cfg), epochs=1)  # epochs given directly wins
+    args = yaml.safe_load((Path(out["save_dir"]) / "args.yaml").read_text())
+    assert args["epochs"] == 1 and args["seed"] == 3 and args["imgsz"] == 64 and args["cfg"] == str(cfg)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("epochz: 3\n")
+    with pytest.raises(ConfigError, match=r"epochz.*bad\.yaml|bad\.yaml.*epochz"):
+        YOLO9(size="t", nc=6).train(**base, cfg=str(bad))
+    with pytest.raises(ConfigError, match="no such file"):
+        YOLO9(size="t", nc=6).train(**base, cfg=str(tmp_path / "missing.yaml"))
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        YOLO9(size="t", nc=6).train(**base, cfg=str(tmp_path / "list.yaml"))
+
+
+def test_cfg_file_for_val(tmp_path):
+    from libreyolo import LibreYOLO
+
+    cfg = tmp_path / "val.yaml"
+    cfg.write_text("imgsz: 64\nbatch: 4\nworkers: 0\ndevice: cpu\nverbose: false\nplots: false\n")
+    model = LibreYOLO("LibreYOLO9t.pt")
+    a = model.val(cfg=str(cfg), data="shapes")
+    b = model.val(data="shapes", imgsz=64, batch=4, workers=0, device="cpu", verbose=False, plots=False)
+    assert a["mAP50-95"] == b["mAP50-95"]
