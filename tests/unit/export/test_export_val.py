@@ -61,3 +61,19 @@ def test_cli_val_of_an_onnx_file(trained, dataset, tmp_path: Path, capsys) -> No
     rc = entrypoint(["val", f"model={path}", f"data={dataset}", "workers=0", "batch=2"])
     assert rc == 0
     assert "mAP50-95" in capsys.readouterr().out
+
+
+def test_val_of_an_exported_classifier_matches_pytorch(tmp_path: Path) -> None:
+    import torch
+
+    from libreyolo import LibreYOLO
+    from libreyolo.data.shapes_cls import ensure_shapes_cls_dataset
+
+    data = ensure_shapes_cls_dataset(tmp_path / "ds", n_train=1, n_val=3)
+    torch.manual_seed(0)
+    model = LibreYOLO("LibreResNet18-cls.pt", pretrained=False, nc=6)
+    ref = model.val(data=str(data), imgsz=64, workers=0, verbose=False)
+    loaded = load_exported(model.export(format="torchscript", imgsz=64, dynamic=True, file=str(tmp_path / "c")))
+    got = loaded.val(data=str(data), imgsz=64, workers=0, verbose=False)
+    assert got["images"] == ref["images"] > 0
+    assert got["top1"] == pytest.approx(ref["top1"]) and got["top5"] == pytest.approx(ref["top5"])
