@@ -98,7 +98,9 @@ def nms_indices(boxes: Tensor, scores: Tensor, *, iou: float, score_threshold: f
     c = scores.shape[1]
     idx = torch.nonzero(scores > score_threshold)  # (M0, 3) batch, class, box
     b, k, n = idx[:, 0], idx[:, 1], idx[:, 2]
-    keep = batched_nms(boxes[b, n].float(), scores[b, k, n].float(), b * c + k, iou)
+    # float64: the class and image offsets of batched_nms (up to B * C * max coordinate) cost no
+    # precision of the IoU
+    keep = batched_nms(boxes[b, n].double(), scores[b, k, n].double(), b * c + k, iou)
     return idx[keep]
 
 
