@@ -184,7 +184,11 @@ def _train_keys() -> dict[str, Key] | None:
         if (e.name or "").startswith("libreyolo"):
             return None  # keys unknown here; model.train() says what is missing
         raise
-    return _as_dict([*_model_keys(), *_dataclass_keys(TrainConfig, exclude=("model", "pretrained"))])
+    from ..training.config import TRAIN_HELP
+
+    keys = [dataclasses.replace(k, help=k.help or TRAIN_HELP.get(k.name, ""))
+            for k in _dataclass_keys(TrainConfig, exclude=("model", "pretrained"))]
+    return _as_dict([*_model_keys(), *keys])
 
 
 def run_train(kw: dict[str, Any], quiet: bool) -> int:
@@ -199,7 +203,7 @@ def run_train(kw: dict[str, Any], quiet: bool) -> int:
 _VAL_HELP = {"data": "dataset yaml (or a built-in dataset name); default: the model's training dataset",
              "imgsz": "input size: 640 or h,w", "batch": "images per batch", "conf": "confidence threshold",
              "iou": "NMS IoU threshold", "max_det": "most detections per image", "device": "cpu, cuda, 0, cuda:1",
-             "split": "dataset split: val or train", "half": "half precision",
+             "split": "dataset split: val, train or test", "cfg": "a YAML file of val keys (keys given here override it)", "half": "half precision",
              "workers": "data-loading processes (capped to the CPUs available)",
              "verbose": "per-class table", "plots": "write plots"}
 

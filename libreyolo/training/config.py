@@ -235,3 +235,40 @@ def with_family_defaults(model: Family, overrides: dict[str, Any]) -> dict[str, 
     logger.info("%s recipe defaults: %s (pass a key to override it)", model.FAMILY,
                 ", ".join(f"{k}={v}" for k, v in applied.items()))
     return {**applied, **overrides}
+
+
+# Help of the keys without one in their field metadata (what `libreyolo train --help` prints).
+TRAIN_HELP: dict[str, str] = {
+    "data": "dataset: a YOLO yaml, a COCO folder or yaml with <split>_json keys, an ImageFolder root, "
+            "or a built-in name (shapes, shapes-cls)",
+    "epochs": "training epochs", "batch": "images per batch (the total over all GPUs under DDP)",
+    "imgsz": "square training size in pixels (rounded up to a multiple of 32)",
+    "device": "cpu, 0, cuda:1, or 0,1,2,3 for DDP (one process per GPU)",
+    "world_size": "DDP processes (0 = one per listed device; with device=cpu for CPU DDP)",
+    "sync_bn": "DDP: BatchNorm statistics over the global batch", "workers": "data loader processes (capped to the CPUs)",
+    "seed": "seed of augmentation, shuffling and the run's random state", "deterministic": "deterministic algorithms where torch has them",
+    "project": "folder of runs", "name": "run folder name under project (numbered when it exists)",
+    "exist_ok": "write into an existing run folder", "resume": "True (the last run) or a last.pt to continue",
+    "val": "validate every epoch", "plots": "write pictures (batches, labels, curves, confusion matrix)",
+    "tensorboard": "TensorBoard events when tensorboard is installed", "verbose": "progress bars and per-epoch lines",
+    "cuda_graph": "capture and replay the training step as a CUDA graph (docs/cuda-graphs-training.md)",
+    "optimizer": "auto, SGD or AdamW (auto: AdamW for runs under 10,000 steps, else SGD)",
+    "lr0": "initial learning rate (SGD / explicit AdamW; auto AdamW uses 0.002 * 5 / (4 + nc))",
+    "lrf": "final learning rate as a fraction of lr0", "momentum": "SGD momentum / AdamW beta1",
+    "weight_decay": "weight decay of conv/linear weights, normalised to nbs images",
+    "warmup_epochs": "warm-up length in epochs (at least 100 iterations, at most half the run; 0 = none)",
+    "warmup_momentum": "SGD momentum at the start of warm-up",
+    "warmup_bias_lr": "learning rate the bias group starts warm-up at", "cos_lr": "cosine instead of linear decay",
+    "clip_grad": "gradient-norm clipping (0 = off)", "amp": "mixed precision on CUDA",
+    "amp_dtype": "float16 (loss scaling) or bfloat16", "ema": "exponential moving average of the weights",
+    "ema_decay": "EMA decay", "ema_tau": "EMA warm-up constant (iterations)",
+    "time_limit": "seconds of epoch loop; epochs are cut to fit and the schedule follows (0 = no limit)",
+    "box": "box loss gain", "cls": "classification loss gain", "dfl": "distribution focal loss gain",
+    "mosaic": "mosaic probability", "close_mosaic": "switch mosaic off for the last N epochs",
+    "degrees": "random rotation (+- degrees)", "translate": "random translation (fraction of the size)",
+    "scale": "random scale gain (+- fraction)", "shear": "random shear (+- degrees)",
+    "perspective": "random perspective (fraction)", "fliplr": "horizontal flip probability",
+    "flipud": "vertical flip probability", "hsv_h": "hue jitter (fraction)", "hsv_s": "saturation jitter (fraction)",
+    "hsv_v": "value jitter (fraction)", "val_conf": "confidence threshold of validation during training",
+    "val_iou": "NMS IoU of validation during training", "max_det": "most detections per image in validation",
+}

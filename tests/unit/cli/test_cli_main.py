@@ -344,3 +344,10 @@ def test_predict_folder_with_corrupt_files_skips_them_and_says_so(capsys, tmp_pa
     code, out, err = _run(capsys, "predict", "model=LibreYOLO9t.pt", "pretrained=false", "imgsz=64",
                           f"source={images}", "--no-save", "device=cpu")
     assert code == SourceError.exit_code and "none of the 3 files" in err and "a.jpg" in err
+
+
+def test_every_train_and_val_key_has_help() -> None:
+    from libreyolo.cli.commands import _train_keys, _val_keys
+
+    for keys in (_train_keys(), _val_keys()):
+        assert keys and not [k for k, key in keys.items() if not key.help]
