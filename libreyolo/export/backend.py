@@ -190,6 +190,10 @@ class ExportedModel:
                               "it was exported in")
         return validate(self, overrides)
 
+    def train(self, **overrides: Any) -> Any:
+        raise ConfigError(f"{Path(self.path).name} is an exported {self.FORMAT} model and cannot train; train the "
+                          "PyTorch weights (.pt) and export again")
+
     def export(self, **overrides: Any) -> Path:
         from ..errors import ExportError
 

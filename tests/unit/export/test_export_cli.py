@@ -47,3 +47,12 @@ def test_cli_export_of_an_exported_model_is_a_clear_error(tmp_path: Path, capsys
     assert rc != 0
     err = capsys.readouterr().err
     assert "already an exported ONNX model" in err and "unexpected error" not in err
+
+
+def test_train_on_an_export_is_a_clear_error(tmp_path: Path, trained) -> None:
+    from libreyolo.errors import ConfigError
+
+    model, _ = trained
+    loaded = load_exported(model.export(format="torchscript", imgsz=64, file=str(tmp_path / "m")))
+    with pytest.raises(ConfigError, match="cannot train"):
+        loaded.train(data="shapes", epochs=1)
