@@ -24,7 +24,8 @@ from ..ops.letterbox import PAD_VALUE, letterbox_params
 class AugmentConfig:
     """Training augmentation hyper-parameters.
 
-    mosaic: probability of a 4-image mosaic; degrees: max rotation (deg); translate: max shift
+    mosaic: probability of a 4-image mosaic; mixup: probability that a mosaic is blended with a
+    second one (weight ~ Beta(32, 32), both box sets kept); degrees: max rotation (deg); translate: max shift
     as a fraction of the output size; scale: zoom gain range ``1 +- scale``; shear: max shear
     (deg); perspective: max perspective coefficient; fliplr/flipud: flip probabilities;
     hsv_h/hsv_s/hsv_v: max relative hue/saturation/value gains; close_mosaic: number of final
@@ -34,6 +35,7 @@ class AugmentConfig:
     """
 
     mosaic: float = 1.0
+    mixup: float = 0.0
     degrees: float = 0.0
     translate: float = 0.1
     scale: float = 0.5
@@ -49,7 +51,7 @@ class AugmentConfig:
     min_area_ratio: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("mosaic", "fliplr", "flipud", "translate", "hsv_h", "hsv_s", "hsv_v", "min_area_ratio"):
+        for name in ("mosaic", "mixup", "fliplr", "flipud", "translate", "hsv_h", "hsv_s", "hsv_v", "min_area_ratio"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
                 raise ConfigError(f"augmentation '{name}' must be a number in [0, 1], got {v!r}")

@@ -193,12 +193,13 @@ class DetectionDataset(Dataset):
         rng = self._rng(i)
         s, hyp = self.imgsz, self.hyp
         if self.mosaic_enabled and rng.random() < hyp.mosaic:
-            picks = [i] + [int(j) for j in rng.integers(0, len(self), 3)]
-            parts = [self._load_resized(j) for j in picks]
-            canvas, boxes, cls = mosaic4([p[0] for p in parts], [p[1] for p in parts],
-                                         [p[2] for p in parts], rng, size=s)
-            img, boxes, cls = random_affine(canvas, boxes, cls, rng, out_shape=(s, s), hyp=hyp)
-            ori, ratio, pad = parts[0][3], parts[0][4], (0.0, 0.0)
+            img, boxes, cls, ori, ratio = self._mosaic(i, rng)
+            pad = (0.0, 0.0)
+            if hyp.mixup and rng.random() < hyp.mixup:  # blend with a second mosaic, keep both box sets
+                img2, boxes2, cls2, _, _ = self._mosaic(int(rng.integers(0, len(self))), rng)
+                r = rng.beta(32.0, 32.0)
+                img = (img.astype(np.float32) * r + img2.astype(np.float32) * (1.0 - r)).astype(np.uint8)
+                boxes, cls = np.concatenate([boxes, boxes2], 0), np.concatenate([cls, cls2], 0)
         else:
             img, boxes, cls, ori, r = self._load_resized(i)
             img, boxes, r2, pad = letterbox_image(img, boxes, (s, s))
@@ -206,6 +207,18 @@ class DetectionDataset(Dataset):
             ratio = r * r2
         img, boxes = photometric_and_flips(img, boxes, rng, hyp=hyp)
         return img, boxes, cls, ori, ratio, pad
+
+
+    def _mosaic(self, i: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                  tuple[int, int], float]:
+        """Image ``i`` and three random others as one mosaic, then the random affine."""
+        s = self.imgsz
+        picks = [i] + [int(j) for j in rng.integers(0, len(self), 3)]
+        parts = [self._load_resized(j) for j in picks]
+        canvas, boxes, cls = mosaic4([p[0] for p in parts], [p[1] for p in parts],
+                                     [p[2] for p in parts], rng, size=s)
+        img, boxes, cls = random_affine(canvas, boxes, cls, rng, out_shape=(s, s), hyp=self.hyp)
+        return img, boxes, cls, parts[0][3], parts[0][4]
 
 
 def _item(img: np.ndarray, boxes: np.ndarray, cls: np.ndarray, im_file: str, ori: tuple[int, int],

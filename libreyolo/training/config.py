@@ -30,7 +30,7 @@ MAX_STRIDE = 32
 AmpDtype = Literal["float16", "bfloat16"]
 
 # augmentation keys passed through to libreyolo.data.augment.AugmentConfig
-AUGMENT_KEYS = ("mosaic", "degrees", "translate", "scale", "shear", "perspective", "fliplr", "flipud",
+AUGMENT_KEYS = ("mosaic", "mixup", "degrees", "translate", "scale", "shear", "perspective", "fliplr", "flipud",
                 "hsv_h", "hsv_s", "hsv_v", "close_mosaic")
 
 
@@ -102,6 +102,7 @@ class TrainConfig:
     dfl: float = 1.5
     # augmentation
     mosaic: float = 1.0
+    mixup: float = 0.0
     close_mosaic: int = 10
     degrees: float = 0.0
     translate: float = 0.1
@@ -264,7 +265,8 @@ TRAIN_HELP: dict[str, str] = {
     "ema_decay": "EMA decay", "ema_tau": "EMA warm-up constant (iterations)",
     "time_limit": "seconds of epoch loop; epochs are cut to fit and the schedule follows (0 = no limit)",
     "box": "box loss gain", "cls": "classification loss gain", "dfl": "distribution focal loss gain",
-    "mosaic": "mosaic probability", "close_mosaic": "switch mosaic off for the last N epochs",
+    "mosaic": "mosaic probability", "mixup": "probability a mosaic is blended with a second one (MixUp)",
+    "close_mosaic": "switch mosaic off for the last N epochs",
     "degrees": "random rotation (+- degrees)", "translate": "random translation (fraction of the size)",
     "scale": "random scale gain (+- fraction)", "shear": "random shear (+- degrees)",
     "perspective": "random perspective (fraction)", "fliplr": "horizontal flip probability",

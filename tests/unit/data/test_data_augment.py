@@ -198,3 +198,29 @@ def test_augment_config_validation() -> None:
     assert AugmentConfig.from_dict({"degrees": 5.0}).degrees == 5.0
     with pytest.raises(TypeError):
         AugmentConfig(0.5)  # keyword-only
+
+
+def test_mixup_blends_a_second_mosaic_and_keeps_both_box_sets(tiny_shapes: Path) -> None:
+    """With flips and colour jitter off, a MixUp item starts from the very mosaic the plain item
+    is (same seed): its boxes are those boxes followed by the second mosaic's, its pixels a blend."""
+    from libreyolo.data.config import load_data_config
+    from libreyolo.data.dataset import DetectionDataset
+
+    d = load_data_config(tiny_shapes)
+    quiet = dict(hsv_h=0.0, hsv_s=0.0, hsv_v=0.0, fliplr=0.0, flipud=0.0, mosaic=1.0)
+    plain = DetectionDataset(d.train, imgsz=64, augment=True, hyp=AugmentConfig(**quiet), nc=d.nc)
+    mixed = DetectionDataset(d.train, imgsz=64, augment=True, hyp=AugmentConfig(**quiet, mixup=1.0), nc=d.nc)
+    grew = 0
+    for i in range(len(plain)):
+        a, b = plain[i], mixed[i]
+        n = len(a["cls"])
+        assert len(b["cls"]) >= n
+        assert np.array_equal(b["cls"][:n].numpy(), a["cls"].numpy())
+        np.testing.assert_allclose(b["bboxes"][:n].numpy(), a["bboxes"].numpy(), atol=1e-6)
+        assert not np.array_equal(a["img"].numpy(), b["img"].numpy())  # blended with another mosaic
+        grew += len(b["cls"]) > n
+    assert grew >= len(plain) // 2
+    nomix = DetectionDataset(d.train, imgsz=64, augment=True, hyp=AugmentConfig(**quiet, mixup=0.0), nc=d.nc)
+    assert np.array_equal(nomix[0]["img"].numpy(), plain[0]["img"].numpy())  # mixup=0 changes nothing
+    with pytest.raises(ConfigError, match="mixup"):
+        AugmentConfig(mixup=1.5)
