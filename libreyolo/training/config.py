@@ -64,6 +64,8 @@ class TrainConfig:
     val: bool = True
     plots: bool = True
     tensorboard: bool = True
+    mlflow: bool = False
+    wandb: bool = False
     verbose: bool = True
     cuda_graph: bool = False
     single_cls: bool = field(default=False, metadata={"help": "train as one class: every label becomes class 0, "
@@ -171,11 +173,17 @@ class TrainConfig:
     def augment_kwargs(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in AUGMENT_KEYS}
 
+    def logger_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`~libreyolo.training.loggers.ResultsLogger` for this run."""
+        return {"tensorboard": self.tensorboard, "plots": self.plots, "mlflow": self.mlflow, "wandb": self.wandb,
+                "run_config": self.to_dict()}
+
 
 # keys that may change when resuming; every other key comes from the checkpoint's train_args.
 # ``epochs`` extends (or shortens) the schedule: the lr decay, close_mosaic and the warm-up cap
 # follow the new length from the resumed epoch on.
-RESUME_OVERRIDABLE = ("epochs", "device", "world_size", "workers", "verbose", "plots", "tensorboard")
+RESUME_OVERRIDABLE = ("epochs", "device", "world_size", "workers", "verbose", "plots", "tensorboard", "mlflow",
+                      "wandb")
 # keys that only locate the run to resume (``resume=True`` searches ``project``)
 RESUME_LOCATORS = ("resume", "project")
 
@@ -251,7 +259,9 @@ TRAIN_HELP: dict[str, str] = {
     "project": "folder of runs", "name": "run folder name under project (numbered when it exists)",
     "exist_ok": "write into an existing run folder", "resume": "True (the last run) or a last.pt to continue",
     "val": "validate every epoch", "plots": "write pictures (batches, labels, curves, confusion matrix)",
-    "tensorboard": "TensorBoard events when tensorboard is installed", "verbose": "progress bars and per-epoch lines",
+    "tensorboard": "TensorBoard events when tensorboard is installed",
+    "mlflow": "log params, metrics and files to MLflow (when installed; MLFLOW_TRACKING_URI applies)",
+    "wandb": "log config, metrics and files to Weights & Biases (when installed; WANDB_MODE applies)", "verbose": "progress bars and per-epoch lines",
     "cuda_graph": "capture and replay the training step as a CUDA graph (docs/cuda-graphs-training.md)",
     "optimizer": "auto, SGD or AdamW (auto: AdamW for runs under 10,000 steps, else SGD)",
     "lr0": "initial learning rate (SGD / explicit AdamW; auto AdamW uses 0.002 * 5 / (4 + nc))",

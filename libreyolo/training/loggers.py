@@ -5,6 +5,12 @@ validation losses of one name (``train/box_loss``, ``val/box_loss``) share a pan
 
 TensorBoard is optional: when ``torch.utils.tensorboard`` cannot be imported (the ``tensorboard``
 package is absent) the logger says so once at INFO level and writes CSV and PNG only.
+
+MLflow and Weights & Biases are opt-in (``mlflow=True``, ``wandb=True``) and used only when their
+package is installed (a warning otherwise): the run's keys become parameters / config, each epoch's
+row the metrics at step ``epoch``, and ``results.csv`` / ``results.png`` and the weights files are
+attached at the end. Their own settings (``MLFLOW_TRACKING_URI``, ``WANDB_MODE``, ``WANDB_PROJECT``,
+...) apply as usual.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ class ResultsLogger:
     ``start_epoch`` are dropped so the file lists each epoch once.
     """
 
-    def __init__(self, save_dir: Path, *, tensorboard: bool = True, plots: bool = True, start_epoch: int = 0) -> None:
+    def __init__(self, save_dir: Path, *, tensorboard: bool = True, plots: bool = True, start_epoch: int = 0,
+                 mlflow: bool = False, wandb: bool = False, run_config: dict[str, Any] | None = None) -> None:
         self.save_dir = Path(save_dir)
         self.csv_path = self.save_dir / "results.csv"
         self.png_path = self.save_dir / "results.png"
@@ -46,6 +53,9 @@ class ResultsLogger:
                 logger.info("tensorboard not installed: writing results.csv and results.png only")
             else:
                 self._tb = SummaryWriter(str(self.save_dir))
+        cfg = dict(run_config or {})
+        self._sinks: list[Any] = [sink for want, make in ((mlflow, _MLflowSink), (wandb, _WandbSink))
+                                  if want and (sink := make.open(self.save_dir, cfg)) is not None]
 
     def log(self, row: dict[str, float]) -> None:
         """Record one epoch (``row["epoch"]`` is 1-based)."""
@@ -59,6 +69,8 @@ class ResultsLogger:
             self._tb.flush()
         if self.plots:
             self.plot()
+        for sink in self._sinks:
+            sink.log({k: float(v) for k, v in row.items() if k != "epoch"}, step=int(row["epoch"]))
 
     def _write_csv(self) -> None:
         if not self.rows:
@@ -107,6 +119,80 @@ class ResultsLogger:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        files = [f for f in (self.csv_path, self.png_path, self.save_dir / "weights" / "best.pt",
+                             self.save_dir / "weights" / "last.pt") if f.is_file()]
+        for sink in self._sinks:
+            sink.close(files)
+        self._sinks = []
+
+
+def _import_or_warn(name: str, key: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        logger.warning("%s=True but %s is not installed: not logging to it (pip install %s)", key, name, name)
+        return None
+
+
+def _params(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Run keys as scalar parameters (None and containers as text)."""
+    return {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in cfg.items()}
+
+
+class _MLflowSink:
+    """One MLflow run per training run (the active run is used when there is one)."""
+
+    def __init__(self, mlflow: Any, own_run: bool) -> None:
+        self.mlflow, self.own_run = mlflow, own_run
+
+    @classmethod
+    def open(cls, save_dir: Path, cfg: dict[str, Any]) -> _MLflowSink | None:
+        mlflow = _import_or_warn("mlflow", "mlflow")
+        if mlflow is None:
+            return None
+        own = mlflow.active_run() is None
+        if own:
+            mlflow.start_run(run_name=str(cfg.get("name") or save_dir.name))
+        mlflow.log_params(_params(cfg))
+        return cls(mlflow, own)
+
+    def log(self, metrics: dict[str, float], *, step: int) -> None:
+        self.mlflow.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)}, step=step)
+
+    def close(self, files: list[Path]) -> None:
+        for f in files:
+            self.mlflow.log_artifact(str(f))
+        if self.own_run:
+            self.mlflow.end_run()
+
+
+class _WandbSink:
+    """One Weights & Biases run per training run (``WANDB_PROJECT`` or the run's ``project``)."""
+
+    def __init__(self, wandb: Any, run: Any) -> None:
+        self.wandb, self.run = wandb, run
+
+    @classmethod
+    def open(cls, save_dir: Path, cfg: dict[str, Any]) -> _WandbSink | None:
+        wandb = _import_or_warn("wandb", "wandb")
+        if wandb is None:
+            return None
+        import os
+
+        project = os.environ.get("WANDB_PROJECT") or Path(str(cfg.get("project") or "libreyolo")).name
+        run = wandb.init(project=project, name=str(cfg.get("name") or save_dir.name), config=_params(cfg),
+                         dir=str(save_dir))
+        return cls(wandb, run)
+
+    def log(self, metrics: dict[str, float], *, step: int) -> None:
+        self.run.log(metrics, step=step)
+
+    def close(self, files: list[Path]) -> None:
+        for f in files:
+            self.run.save(str(f), base_path=str(f.parent.parent if f.parent.name == "weights" else f.parent))
+        self.run.finish()
 
 
 def _panels(keys: list[str]) -> list[tuple[str, list[str]]]:

@@ -263,8 +263,8 @@ class Trainer(DataSetupMixin, CheckpointMixin):
         self.last_opt_step = -1
         if ckpt is not None:
             self._load_train_state(ckpt["train_state"])
-        self.results = (ResultsLogger(self.save_dir, tensorboard=cfg.tensorboard, plots=cfg.plots,
-                                      start_epoch=self.start_epoch) if self.is_main else None)
+        self.results = (ResultsLogger(self.save_dir, start_epoch=self.start_epoch, **cfg.logger_kwargs())
+                        if self.is_main else None)
         self._setup_graph_capture()
         self._restore_rng()  # a resumed run continues the saved random streams (no-op otherwise)
         log_run_start(self)

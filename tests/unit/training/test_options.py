@@ -164,3 +164,59 @@ def test_cfg_file_for_val(tmp_path):
     a = model.val(cfg=str(cfg), data="shapes")
     b = model.val(data="shapes", imgsz=64, batch=4, workers=0, device="cpu", verbose=False, plots=False)
     assert a["mAP50-95"] == b["mAP50-95"]
+
+
+class _Recorder:
+    """A stand-in for the mlflow / wandb modules that records what the trainer calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def call(*a, **k):
+            self.calls.append((name, a, k))
+            if name == "active_run":
+                return None
+            if name == "init":
+                return self  # the wandb run object: log / save / finish land here too
+            return None
+
+        return call
+
+    def named(self, name):
+        return [(a, k) for n, a, k in self.calls if n == name]
+
+
+def test_mlflow_and_wandb_get_params_metrics_and_files(tiny_shapes, tmp_path, monkeypatch):
+    import sys
+
+    mlflow, wandb = _Recorder(), _Recorder()
+    monkeypatch.setitem(sys.modules, "mlflow", mlflow)
+    monkeypatch.setitem(sys.modules, "wandb", wandb)
+    monkeypatch.delenv("WANDB_PROJECT", raising=False)
+    out = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=2, mlflow=True, wandb=True, name="exp"))
+    (params,), _ = mlflow.named("log_params")[0]
+    assert params["epochs"] == 2 and params["name"] == "exp" and params["nbs"] == 8
+    steps = [k["step"] for _, k in mlflow.named("log_metrics")]
+    assert steps == [1, 2] and "metrics/mAP50-95" in mlflow.named("log_metrics")[0][0][0]
+    logged = {Path(a[0]).name for a, _ in mlflow.named("log_artifact")}
+    assert {"results.csv", "best.pt", "last.pt"} <= logged
+    assert [n for n, _, _ in mlflow.calls].count("end_run") == 1 and mlflow.named("start_run")[0][1]["run_name"] == "exp"
+    (_, init), = wandb.named("init")
+    assert init["name"] == "exp" and init["config"]["epochs"] == 2 and init["dir"] == str(out["save_dir"])
+    assert [k["step"] for _, k in wandb.named("log")] == [1, 2] and len(wandb.named("finish")) == 1
+    assert {Path(a[0]).name for a, _ in wandb.named("save")} >= {"results.csv", "best.pt"}
+
+
+def test_missing_mlflow_is_a_warning_not_an_error(tiny_shapes, tmp_path, monkeypatch, caplog):
+    import logging
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    with caplog.at_level(logging.WARNING):
+        out = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=1, val=False, mlflow=True))
+    assert (Path(out["save_dir"]) / "weights" / "last.pt").is_file()
+    assert any("mlflow=True but mlflow is not installed" in r.getMessage() for r in caplog.records)
