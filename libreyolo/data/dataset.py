@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,8 @@ class DetectionDataset(Dataset):
         cache_dir: folder for the label cache; default next to the labels folder.
         single_cls: every label becomes class 0 (the cache keeps the original ids).
         prefix: prepended to log messages (e.g. ``"train: "``).
+        cache: ``True`` / ``"ram"`` decodes and resizes every image once into memory
+            (:meth:`cache_images`), used by the augmented (training) path.
         labels: the split's label index when it does not come from ``.txt`` files (a COCO JSON
             split: :meth:`libreyolo.data.config.DataConfig.label_index`); ``img_files`` are then
             the files it indexes.
@@ -78,7 +81,7 @@ class DetectionDataset(Dataset):
     def __init__(self, img_files: list[Path], *, imgsz: int, augment: bool,
                  hyp: AugmentConfig | None = None, nc: int, rect: bool = False,
                  cache_dir: Path | None = None, single_cls: bool = False, prefix: str = "",
-                 labels: LabelIndex | None = None) -> None:
+                 labels: LabelIndex | None = None, cache: bool | str = False) -> None:
         if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < self.stride:
             raise ConfigError(f"imgsz must be an int >= {self.stride}, got {imgsz!r}")
         if isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:
@@ -110,6 +113,34 @@ class DetectionDataset(Dataset):
             self.labels = [self.labels[i] for i in order]
         self._state = torch.zeros(3, dtype=torch.int64).share_memory_()
         self._state[_MOSAIC] = 1
+        self._ram: list[tuple[np.ndarray, tuple[int, int], float]] | None = None
+        if cache not in (False, True, "ram"):
+            raise ConfigError(f"cache must be False, True or 'ram' (decoded, resized images kept in memory), got "
+                              f"{cache!r}")
+        if cache:
+            self.cache_images()
+
+    def cache_images(self) -> bool:
+        """Decode and resize every image once into memory (``cache=True``): the augmented path then
+        reads no file. Skipped, with a warning, when the images would take more than half of the
+        memory available now. Returns whether the cache was built."""
+        need = sum(int(round(h * r)) * int(round(w * r)) * 3 for h, w in self.shapes.tolist()
+                   for r in [self.imgsz / max(h, w)])
+        free = _available_memory()
+        if free is not None and need > free // 2:
+            logger.warning("%scache: the resized images need %.1f GB, more than half of the %.1f GB available; "
+                           "reading them from disk instead", self.prefix, need / 1e9, free / 1e9)
+            return False
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tqdm import tqdm
+
+        with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1))) as pool:
+            loaded = list(tqdm(pool.map(self._decode_resized, range(len(self))), total=len(self),
+                               desc=f"{self.prefix}caching images", unit="img", disable=None, leave=False))
+        self._ram = loaded
+        logger.info("%scached %d images in memory (%.2f GB)", self.prefix, len(loaded), need / 1e9)
+        return True
 
     # ---- shared state ------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -155,16 +186,21 @@ class DetectionDataset(Dataset):
                           (cxcywh[:, 0] + cxcywh[:, 2] / 2) * w, (cxcywh[:, 1] + cxcywh[:, 3] / 2) * h], 1)
         return boxes.reshape(-1, 4), lab[:, 0].astype(np.int64)
 
-    def _load_resized(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int], float]:
-        """Image resized to a long side of ``imgsz``, its pixel boxes and classes, (h0, w0), ratio."""
+    def _decode_resized(self, i: int) -> tuple[np.ndarray, tuple[int, int], float]:
+        """Image ``i`` resized to a long side of ``imgsz``, its (h0, w0) and the ratio."""
         img = self._read(i)
         h0, w0 = img.shape[:2]
         r = self.imgsz / max(h0, w0)
         if r != 1:
             nw, nh = max(1, round(w0 * r)), max(1, round(h0 * r))
             img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
+        return img, (h0, w0), r
+
+    def _load_resized(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int], float]:
+        """Image resized to a long side of ``imgsz``, its pixel boxes and classes, (h0, w0), ratio."""
+        img, ori, r = self._ram[i] if self._ram is not None else self._decode_resized(i)
         boxes, cls = self._pixel_boxes(i, *img.shape[:2])
-        return img, boxes, cls, (h0, w0), r
+        return img, boxes, cls, ori, r
 
     def rect_shape(self, i: int) -> tuple[int, int]:
         """(H, W) of item ``i`` under ``rect``: smallest multiple of 32 around the resized image."""
@@ -219,6 +255,18 @@ class DetectionDataset(Dataset):
                                      [p[2] for p in parts], rng, size=s)
         img, boxes, cls = random_affine(canvas, boxes, cls, rng, out_shape=(s, s), hyp=self.hyp)
         return img, boxes, cls, parts[0][3], parts[0][4]
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available now (Linux ``MemAvailable``), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _item(img: np.ndarray, boxes: np.ndarray, cls: np.ndarray, im_file: str, ori: tuple[int, int],

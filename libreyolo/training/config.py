@@ -55,6 +55,9 @@ class TrainConfig:
     world_size: int = 0  # DDP processes; 0 = one per listed device (set it with device="cpu" for CPU DDP)
     sync_bn: bool = False  # DDP: BatchNorm statistics over the global batch (SyncBatchNorm)
     workers: int = 8
+    cache: bool | str = field(default=False, metadata={"help": "True / 'ram': decode and resize the training "
+                                                       "images once into memory (skipped with a warning when "
+                                                       "they would take more than half the free memory)"})
     seed: int = 0
     deterministic: bool = True
     project: str = "runs/detect"

@@ -151,7 +151,7 @@ class DataSetupMixin:
             barrier(self.dist)
         train_files = self._train_files(d.train)
         self.train_ds = DetectionDataset(train_files, imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc,
-                                         single_cls=cfg.single_cls, prefix="train: ",
+                                         single_cls=cfg.single_cls, prefix="train: ", cache=cfg.cache,
                                          labels=d.label_index("train", train_files, prefix="train: "))
         if self.dist is not None and self.is_main:
             barrier(self.dist)

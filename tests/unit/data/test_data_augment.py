@@ -224,3 +224,30 @@ def test_mixup_blends_a_second_mosaic_and_keeps_both_box_sets(tiny_shapes: Path)
     assert np.array_equal(nomix[0]["img"].numpy(), plain[0]["img"].numpy())  # mixup=0 changes nothing
     with pytest.raises(ConfigError, match="mixup"):
         AugmentConfig(mixup=1.5)
+
+
+def test_ram_cache_gives_the_same_items_without_reading_files(tiny_shapes: Path, monkeypatch) -> None:
+    from libreyolo.data.config import load_data_config
+    from libreyolo.data.dataset import DetectionDataset
+
+    d = load_data_config(tiny_shapes)
+    plain = DetectionDataset(d.train, imgsz=64, augment=True, nc=d.nc)
+    cached = DetectionDataset(d.train, imgsz=64, augment=True, nc=d.nc, cache=True)
+    assert cached._ram is not None and len(cached._ram) == len(plain)
+    want = {}
+    for epoch in (0, 1):
+        plain.set_epoch(epoch)
+        want.update({(epoch, i): plain[i] for i in range(len(plain))})
+
+    def no_reads(self, i):
+        raise AssertionError("a cached dataset read an image file")
+
+    monkeypatch.setattr(DetectionDataset, "_read", no_reads)
+    for epoch in (0, 1):
+        cached.set_epoch(epoch)
+        for i in range(len(cached)):
+            got, ref = cached[i], want[(epoch, i)]
+            assert np.array_equal(got["img"].numpy(), ref["img"].numpy())
+            assert np.array_equal(got["bboxes"].numpy(), ref["bboxes"].numpy())
+    with pytest.raises(ConfigError, match="cache must be"):
+        DetectionDataset(d.train, imgsz=64, augment=True, nc=d.nc, cache="disk")

@@ -220,3 +220,10 @@ def test_missing_mlflow_is_a_warning_not_an_error(tiny_shapes, tmp_path, monkeyp
         out = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=1, val=False, mlflow=True))
     assert (Path(out["save_dir"]) / "weights" / "last.pt").is_file()
     assert any("mlflow=True but mlflow is not installed" in r.getMessage() for r in caplog.records)
+
+
+def test_train_with_ram_cache(tiny_shapes, tmp_path):
+    out = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=1, val=False, cache="ram"))
+    assert (Path(out["save_dir"]) / "weights" / "last.pt").is_file()
+    with pytest.raises(ConfigError, match="cache must be"):
+        YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=1, val=False, cache="disk"))
