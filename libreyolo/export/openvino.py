@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from torch import Tensor
 
 from ..errors import CheckpointError, ExportError
@@ -54,6 +55,7 @@ def export_openvino(model: Family, cfg: ExportConfig) -> Path:
     proto = onnx_proto(model, dataclasses.replace(cfg, format="onnx"), where=folder.parent / f".{stem}.onnx")
     meta = json.loads({p.key: p.value for p in proto.metadata_props}["libreyolo"])
     meta["format"] = "openvino"
+    fit_gather_elements(proto)
     # written into a scratch folder next to the target, then moved into place: an interrupted
     # export never leaves a half-written IR where a loadable one was
     scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
@@ -78,6 +80,66 @@ def export_openvino(model: Family, cfg: ExportConfig) -> Path:
             shutil.rmtree(scratch, ignore_errors=True)
     logger.info("exported %s-%s to %s", model.FAMILY, model.size, folder)
     return folder
+
+
+def fit_gather_elements(proto: Any) -> int:
+    """Rewrite, in place, each ``Slice`` that feeds a ``GatherElements`` and keeps the leading
+    ``e`` entries of one other axis (starts 0, step 1, a constant end not past the extent) as
+    the equivalent ``Gather`` of indices ``0 .. e-1``; returns how many were rewritten.
+
+    OpenVINO 2026.4 folds such a slice into the ``GatherElements`` and then rejects the node for
+    data wider than its indices (YOLOX's decode); the ``Gather`` reads the same elements and is
+    left alone.
+    """
+    import onnx
+    from onnx import helper, numpy_helper
+
+    g = onnx.shape_inference.infer_shapes(proto).graph
+    shapes = {vi.name: [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+              for vi in (*g.value_info, *g.input, *g.output)}
+    producer = {out: n for n in proto.graph.node for out in n.output}
+    inits = {t.name: t for t in proto.graph.initializer}
+
+    def const(name: str) -> np.ndarray | None:
+        if name in inits:
+            return numpy_helper.to_array(inits[name])
+        node = producer.get(name)
+        if node is not None and node.op_type == "Constant" and node.attribute:
+            return numpy_helper.to_array(node.attribute[0].t)
+        return None
+
+    changed = 0
+    for node in proto.graph.node:
+        if node.op_type != "GatherElements":
+            continue
+        sl = producer.get(node.input[0])
+        if sl is None or sl.op_type != "Slice" or len(sl.input) < 4:
+            continue
+        starts, ends, axes = (const(n) for n in sl.input[1:4])
+        steps = const(sl.input[4]) if len(sl.input) > 4 and sl.input[4] else np.ones(1, np.int64)
+        src = shapes.get(sl.input[0]) or []  # the sliced tensor's shape, where inference knows it
+        gather_axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if any(v is None or v.size != 1 for v in (starts, ends, axes, steps)):
+            continue
+        axis, end = int(axes[0]), int(ends[0])
+        if axis < 0:
+            if not src:
+                continue
+            axis %= len(src)
+        known = src[axis] if axis < len(src) else None
+        if int(starts[0]) != 0 or int(steps[0]) != 1 or axis == gather_axis or gather_axis < 0 or end <= 0 \
+                or end >= 2**31 or (known is not None and end > known):
+            continue  # (an unknown extent: the end is an explicit leading count, as x[..., :4] traces)
+        name = f"{sl.name or sl.output[0]}_indices"
+        proto.graph.initializer.append(numpy_helper.from_array(np.arange(end, dtype=np.int64), name))
+        data = sl.input[0]
+        sl.op_type = "Gather"
+        del sl.input[:]
+        sl.input.extend([data, name])
+        del sl.attribute[:]
+        sl.attribute.append(helper.make_attribute("axis", axis))
+        changed += 1
+    return changed
 
 
 def _locate(path: Path) -> tuple[Path, Path]:

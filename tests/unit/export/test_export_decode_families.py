@@ -61,3 +61,29 @@ def test_decode_and_nms_inside_onnx_match_pytorch(name: str, fam: type, tmp_path
         n = len(want[b])
         assert n > 0 and not dets[b, n:].any()
         assert_same_rows(dets[b, :n], want[b], box_tol=1e-3, score_tol=1e-5)
+
+
+@pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
+def test_decode_inside_openvino_and_nms_inside_torchscript_match_pytorch(name: str, fam: type, tmp_path: Path,
+                                                                        portable) -> None:
+    pytest.importorskip("openvino", reason="installed by the README test command (the openvino extra)")
+    torch.manual_seed(0)
+    model = fam(size=fam.SIZES[0], nc=3)
+    ov_dec = load_exported(model.export(format="openvino", imgsz=SIZE, decode=True, dynamic=True,
+                                        file=str(tmp_path / "d")))
+    ts_nms = load_exported(model.export(format="torchscript", imgsz=SIZE, nms=True, conf=0.0, max_det=50,
+                                        dynamic=True, file=str(tmp_path / "n")))
+    x = torch.rand(2, 3, SIZE, SIZE)
+    model.fuse()
+    with torch.no_grad():
+        ref = model.decode(model.eager_forward(x))
+    (cands,) = ov_dec.forward(x)
+    assert cands.shape == ref.shape
+    for b in range(2):
+        assert_same_rows(cands[b], ref[b], box_tol=1e-2)
+    (dets,) = ts_nms.forward(x)  # TorchScript runs PyTorch's kernels: the eager selection of ref
+    want = select_detections(ref, conf=0.0, iou=0.7, max_det=50, agnostic=False, nms=fam.DECODE_NMS)
+    for b in range(2):
+        n = len(want[b])
+        assert n > 0 and not dets[b, n:].any()
+        assert_same_rows(dets[b, :n], want[b], box_tol=1e-4, score_tol=1e-6)
