@@ -85,6 +85,7 @@ def _predict_keys() -> dict[str, Key]:
         Key(name="save_crop", kind="bool", default=False, help="write each box's crop under crops/<class>/"),
         Key(name="line_width", kind="int", default=None, help="box outline width in pixels (default: scaled)"),
         Key(name="show", kind="bool", default=False, help="show results in a window (needs a display)"),
+        Key(name="verbose", kind="bool", default=False, help="one line per image: objects found, milliseconds"),
     ])
 
 

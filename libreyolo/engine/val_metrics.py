@@ -36,7 +36,8 @@ class DetMetrics(dict):  # type: ignore[type-arg]  # dict[str, float]; plain dic
 
     Example:
         >>> m = LibreYOLO("LibreYOLO9t.pt").val(data="shapes", imgsz=320)  # doctest: +SKIP
-        >>> m["mAP50-95"], m.maps, m.per_class[0]["ap50"]  # doctest: +SKIP
+        >>> first = m.per_class[0]  # doctest: +SKIP
+        >>> m["mAP50-95"], m.maps, first["ap50"]  # doctest: +SKIP
         >>> print(m.summary())  # doctest: +SKIP
     """
 
