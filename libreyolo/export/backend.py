@@ -125,12 +125,17 @@ class ExportedModel:
             cands = cands.clone()
             cands[..., 4] = torch.where(torch.isin(cands[..., 5], wanted), cands[..., 4], -1.0)
         if self.head == "nms":
-            self._check_baked(iou=iou, agnostic=agnostic)
+            self._check_baked(iou=iou, agnostic=agnostic, conf=conf)
             return select_detections(cands, conf=conf, iou=iou, max_det=max_det, agnostic=agnostic, nms=False)
         return select_detections(cands, conf=conf, iou=iou, max_det=max_det, agnostic=agnostic,
                                  nms=bool(self.meta.get("decode_nms", True)))
 
-    def _check_baked(self, *, iou: float, agnostic: bool) -> None:
+    def _check_baked(self, *, iou: float, agnostic: bool, conf: float) -> None:
+        baked_conf = self.meta.get("conf")
+        if baked_conf is not None and conf < baked_conf and "conf" not in self._warned:
+            self._warned.add("conf")
+            logger.warning("%s: this export keeps only scores above conf=%s; conf=%s finds nothing more",
+                           Path(self.path).name, baked_conf, conf)
         for key, asked, baked in (("iou", iou, self.meta.get("iou")), ("agnostic_nms", agnostic,
                                                                        self.meta.get("agnostic_nms"))):
             if baked is not None and asked != baked and key not in self._warned and self.meta.get("decode_nms", True):
