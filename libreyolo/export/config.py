@@ -20,8 +20,8 @@ class ExportConfig:
     dynamic: make batch, height and width dynamic axes (as far as the family allows; with the
     decode inside only the batch); opset: ONNX opset (ONNX and OpenVINO); half: float16 weights
     and input (CUDA only); simplify: run ``onnxslim`` over the graph when installed; file:
-    output path (default next to the weights, else ``<family><size>.<suffix>`` in the working
-    directory).
+    output path, given the format's suffix (default ``Libre<TOKEN><size>`` plus that suffix in
+    the working directory, e.g. ``LibreYOLO9t.onnx``, ``LibreYOLO9t_openvino_model``).
 
     What the graph returns: by default the raw head outputs (the family's eager postprocess
     decodes them). ``decode=True`` puts the family's decode inside: one output
