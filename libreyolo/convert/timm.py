@@ -7,44 +7,23 @@ check the model card of the weights you use.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-
-import torch
 
 from ..errors import CheckpointError
 from . import ForeignWeights
+from .hub_files import load_tensors, not_native, sibling_config
 
 SOURCE = "timm"
 _SUFFIXES = (".safetensors", ".bin", ".pth", ".pt")
 
 
 def _config(path: Path) -> dict | None:
-    cfg = path.with_name("config.json")
-    if not cfg.is_file():
-        return None
-    try:
-        data = json.loads(cfg.read_text())
-    except (OSError, ValueError):
-        return None
-    if isinstance(data, dict) and isinstance(data.get("architecture"), str):
-        return data
-    return None
+    return sibling_config(path, lambda d: isinstance(d.get("architecture"), str))
 
 
 def recognise(path: Path) -> bool:
     """A weights file next to a timm ``config.json`` (one with an ``"architecture"`` string)."""
-    if path.suffix not in _SUFFIXES or _config(path) is None:
-        return False
-    if path.suffix == ".safetensors":
-        try:
-            from safetensors import safe_open
-
-            with safe_open(str(path), framework="pt") as f:
-                return "libreyolo" not in (f.metadata() or {})
-        except Exception:  # noqa: BLE001 - unreadable: not recognised here, read_checkpoint says why
-            return False
-    return True
+    return path.suffix in _SUFFIXES and _config(path) is not None and not_native(path)
 
 
 def read(path: Path) -> ForeignWeights:
@@ -57,24 +36,11 @@ def read(path: Path) -> ForeignWeights:
     if cfg is None:
         raise CheckpointError(f"'{path}' has no timm config.json beside it (with an \"architecture\" entry), so "
                               "its architecture is unknown; put the Hub's config.json next to it.")
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            sd = load_file(str(path))
-        else:
-            sd = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
-        raise CheckpointError(f"'{path}' is not a readable weights file (truncated or corrupt: "
-                              f"{type(e).__name__}); use another copy or download it again.") from e
-    if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
-        sd = sd["state_dict"]
-    if not isinstance(sd, dict) or not sd or not all(isinstance(v, torch.Tensor) for v in sd.values()):
-        raise CheckpointError(f"'{path}' is not a state dict of tensors, so it is not timm weights.")
+    sd = load_tensors(path, source=SOURCE)
     names = None
     labels = cfg.get("label_names") or (cfg.get("pretrained_cfg") or {}).get("label_names")
     if isinstance(labels, list):
         names = {i: str(n) for i, n in enumerate(labels)}
-    return ForeignWeights(source=SOURCE, arch=cfg["architecture"], state_dict=dict(sd), path=str(path),
+    return ForeignWeights(source=SOURCE, arch=cfg["architecture"], state_dict=sd, path=str(path),
                           names=names, licence=str(cfg.get("license", "")),
                           extra={"num_classes": cfg.get("num_classes")})

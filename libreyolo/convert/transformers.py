@@ -6,44 +6,23 @@ Apache-2.0; check the model card of the weights you use.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-
-import torch
 
 from ..errors import CheckpointError
 from . import ForeignWeights
+from .hub_files import load_tensors, not_native, sibling_config
 
 SOURCE = "transformers"
 _SUFFIXES = (".safetensors", ".bin")
 
 
 def _config(path: Path) -> dict | None:
-    cfg = path.with_name("config.json")
-    if not cfg.is_file():
-        return None
-    try:
-        data = json.loads(cfg.read_text())
-    except (OSError, ValueError):
-        return None
-    if isinstance(data, dict) and isinstance(data.get("model_type"), str) and "architecture" not in data:
-        return data
-    return None
+    return sibling_config(path, lambda d: isinstance(d.get("model_type"), str) and "architecture" not in d)
 
 
 def recognise(path: Path) -> bool:
     """A weights file next to a transformers ``config.json`` (one with a ``"model_type"``)."""
-    if path.suffix not in _SUFFIXES or _config(path) is None:
-        return False
-    if path.suffix == ".safetensors":
-        try:
-            from safetensors import safe_open
-
-            with safe_open(str(path), framework="pt") as f:
-                return "libreyolo" not in (f.metadata() or {})
-        except Exception:  # noqa: BLE001 - unreadable: not recognised, read_checkpoint says why
-            return False
-    return True
+    return path.suffix in _SUFFIXES and _config(path) is not None and not_native(path)
 
 
 def read(path: Path) -> ForeignWeights:
@@ -56,18 +35,7 @@ def read(path: Path) -> ForeignWeights:
     if cfg is None:
         raise CheckpointError(f"'{path}' has no transformers config.json beside it (with a \"model_type\" "
                               "entry), so its architecture is unknown; put the Hub's config.json next to it.")
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            sd = load_file(str(path))
-        else:
-            sd = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
-        raise CheckpointError(f"'{path}' is not a readable weights file (truncated or corrupt: "
-                              f"{type(e).__name__}); use another copy or download it again.") from e
-    if not isinstance(sd, dict) or not sd or not all(isinstance(v, torch.Tensor) for v in sd.values()):
-        raise CheckpointError(f"'{path}' is not a state dict of tensors, so it is not transformers weights.")
+    sd = load_tensors(path, source=SOURCE)
     names = None
     id2label = cfg.get("id2label")
     if isinstance(id2label, dict):
@@ -75,5 +43,5 @@ def read(path: Path) -> ForeignWeights:
             names = {int(k): str(v) for k, v in id2label.items()}
         except ValueError:
             names = None
-    return ForeignWeights(source=SOURCE, arch=cfg["model_type"], state_dict=dict(sd), path=str(path),
+    return ForeignWeights(source=SOURCE, arch=cfg["model_type"], state_dict=sd, path=str(path),
                           names=names, licence="", extra={"architectures": cfg.get("architectures")})
