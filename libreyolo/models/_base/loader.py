@@ -41,10 +41,11 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     if not isinstance(model, (str, Path)):
         raise ConfigError(f"LibreYOLO() takes a weights name or path, got {type(model).__name__}")
     name = str(model)
-    if name.endswith(".onnx"):
-        from ...export.onnx_backend import OnnxModel
+    from ...export.registry import format_of_path
 
-        return OnnxModel(name, device=device)
+    exported = format_of_path(name)  # .onnx, .torchscript, an OpenVINO folder / .xml (export registry)
+    if exported is not None:
+        return exported.load_backend()(name, device=device)
     if not pretrained:
         parsed = parse_weights_name(name)
         cls = get_family(parsed.family)
