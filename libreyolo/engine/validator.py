@@ -187,7 +187,8 @@ def _validate(model: Family, cfg: ValConfig, overrides: dict[str, Any]) -> dict[
 
 
 def increment_dir(path: Path, *, exist_ok: bool) -> Path:
-    """``runs/detect/val`` -> the first of val, val2, val3, ... that does not exist (``path`` itself with ``exist_ok``)."""
+    """``runs/detect/val`` (or ``.../train``) -> the first of val, val2, val3, ... that does not exist
+    (``path`` itself with ``exist_ok``); the run folders of ``val`` and ``train`` alike."""
     if exist_ok or not path.exists():
         return path
     n = 2

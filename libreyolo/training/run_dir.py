@@ -10,19 +10,10 @@ from pathlib import Path
 
 import yaml
 
+from ..engine.validator import increment_dir  # one numbering rule for train and val runs
 from .config import TrainConfig
 
 logger = logging.getLogger(__name__)
-
-
-def increment_dir(path: Path, *, exist_ok: bool) -> Path:
-    """``runs/detect/train`` -> the first of train, train2, train3, ... that does not exist."""
-    if exist_ok or not path.exists():
-        return path
-    n = 2
-    while (path.parent / f"{path.name}{n}").exists():
-        n += 1
-    return path.parent / f"{path.name}{n}"
 
 
 def run_dir_for(cfg: TrainConfig, *, resume_path: Path | None) -> Path:
