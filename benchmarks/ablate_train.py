@@ -171,7 +171,7 @@ def apply_patch(name: str | None) -> None:
 # ------------------------------------------------------------------------------------ child side
 def child(a: argparse.Namespace) -> None:
     from benchmarks.peer_train import arm_overrides, train_arm
-    from libreyolo.models._base.loader import LibreYOLO
+    from libreyolo import LibreYOLO
 
     keys, patch = ARMS[a.arm]
     apply_patch(patch)

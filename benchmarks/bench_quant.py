@@ -32,6 +32,7 @@ if str(ROOT) not in sys.path:  # run as a file: the repository root makes `bench
     sys.path.insert(0, str(ROOT))
 from benchmarks._common import md_table, stamp, write_result  # noqa: E402
 from libreyolo.bench.timing import time_events  # noqa: E402
+from libreyolo.model import Model
 
 # conv-as-GEMM shapes of yolo9-t at 640 px, batch 1 (Cin, Cout, k, Hout, Wout), used when the
 # model cannot be built here; measured with forward hooks on the real network otherwise.
@@ -97,7 +98,7 @@ def yolo9t_gemm_shapes(imgsz: int, batch: int, top: int) -> tuple[list[dict], st
 
         from libreyolo.models.yolo9.family import YOLO9
 
-        net = YOLO9(size="t", nc=80).net.eval()
+        net = Model(YOLO9(size="t", nc=80)).net.eval()
 
         def hook(mod: nn.Conv2d, _inp: Any, out: torch.Tensor) -> None:
             if mod.groups == 1:

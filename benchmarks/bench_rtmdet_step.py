@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:  # run as a file: the repository root makes `bench
     sys.path.insert(0, str(ROOT))
 from benchmarks._common import md_table, stamp, write_result  # noqa: E402
 from libreyolo.bench.timing import time_wall  # noqa: E402
+from libreyolo.model import Model
 
 
 def synthetic_batch(b: int, imgsz: int, nc: int, n_boxes: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -57,7 +58,7 @@ def measure(size: str, *, batch: int, imgsz: int, nc: int, n_boxes: int, amp: bo
     from libreyolo.ops.anchors import flatten_levels
 
     torch.manual_seed(0)
-    model = RTMDet(size=size, nc=nc)
+    model = Model(RTMDet(size=size, nc=nc))
     net = model.net.to(device).train()
     with torch.no_grad():  # boxes of a few strides, so that the assignment has real work
         for conv in net.head.rtm_reg:

@@ -30,7 +30,7 @@ from benchmarks._common import md_table, stamp, write_result  # noqa: E402
 
 def run_arm(*, data: Path, batch: int, epochs: int, workers: int, out: Path, imgsz: int,
             device: str) -> dict[str, Any]:
-    from libreyolo.models._base.loader import LibreYOLO
+    from libreyolo import LibreYOLO
     from libreyolo.training.config import TrainConfig
     from libreyolo.training.trainer import Trainer
 

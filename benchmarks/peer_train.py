@@ -141,7 +141,7 @@ def train_arm(model: Any, overrides: dict[str, Any]) -> tuple[Any, dict[str, Any
 
 def run_libreyolo(arm: str, a: argparse.Namespace) -> dict[str, Any]:
     import libreyolo
-    from libreyolo.models._base.loader import LibreYOLO
+    from libreyolo import LibreYOLO
 
     model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=6)
     overrides = arm_overrides(a, cuda_graph=arm == "lib-graph")

@@ -80,7 +80,7 @@ def main() -> None:
 
     from libreyolo.data.config import load_data_config
     from libreyolo.data.shapes import ensure_shapes_dataset
-    from libreyolo.models._base.loader import LibreYOLO
+    from libreyolo import LibreYOLO
     from libreyolo.training.config import TrainConfig
     from libreyolo.training.trainer import Trainer
 

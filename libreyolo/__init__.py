@@ -16,7 +16,7 @@ __all__ = ["LibreYOLO", "SAMPLE_IMAGE", "Results", "__version__"]
 
 def __getattr__(name: str) -> Any:
     if name == "LibreYOLO":
-        from .models._base.loader import LibreYOLO
+        from .model import LibreYOLO
 
         return LibreYOLO
     if name == "SAMPLE_IMAGE":

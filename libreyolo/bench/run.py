@@ -27,7 +27,8 @@ from . import timing
 from .report import evaluate_targets, format_table, write_results
 
 if TYPE_CHECKING:
-    from ..models._base.family import Family
+    from ..backends.torch import TorchBackend
+    from ..model import Model
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ SCHEMA = 1
 
 def run_benchmark(
     *,
-    model: str | Path | Family = "LibreYOLO9t.pt",
+    model: str | Path | Model = "LibreYOLO9t.pt",
     imgsz: int | str | Sequence[int] | None = None,
     batch: int | str | Sequence[int] = 1,
     cuda_graph: bool | str = True,
@@ -137,7 +138,7 @@ def run_benchmark(
 class _Twin:
     """The prepared model the network arms run, with the input dtype and layout it expects."""
 
-    def __init__(self, fam: Family) -> None:
+    def __init__(self, fam: TorchBackend) -> None:
         from ..models._base.inference import channels_last, input_dtype
 
         self.fam = fam
@@ -152,16 +153,16 @@ class _Twin:
         return x.to(self._dtype, memory_format=fmt)
 
 
-def prepared_twin(fam: Family, *, half: bool, force_graph: bool) -> _Twin:
+def prepared_twin(fam: Model, *, half: bool, force_graph: bool) -> _Twin:
     twin = fam.prepared(half=half)
     if force_graph and not twin.SUPPORTS_CUDA_GRAPH:
         from ..graphs.runner import PredictGraphs
 
-        twin._graphs = PredictGraphs(twin, force=True)
+        twin.use_graphs(PredictGraphs(twin.family, force=True))
     return _Twin(twin)
 
 
-def _bench_one(owner: Family, prep: _Twin, *, hw: tuple[int, int], batch: int, amp: torch.dtype | None,
+def _bench_one(owner: Model, prep: _Twin, *, hw: tuple[int, int], batch: int, amp: torch.dtype | None,
                dev: torch.device, graph: bool, warmup: int, iters: int, e2e_iters: int, with_compile: bool,
                half: bool) -> dict[str, Any]:
     from ..graphs.parity import probe_batch
@@ -169,7 +170,7 @@ def _bench_one(owner: Family, prep: _Twin, *, hw: tuple[int, int], batch: int, a
     fam = prep.fam
     x = prep.batch(probe_batch("image", (batch, 3, *hw), device=dev))
     net: dict[str, Any] = {}
-    fam.release_graphs()
+    fam.release()
 
     def eager_step() -> Any:
         return fam.forward(x, cuda_graph=False, amp_dtype=amp)
@@ -193,11 +194,11 @@ def _bench_one(owner: Family, prep: _Twin, *, hw: tuple[int, int], batch: int, a
         if peer is not None:
             e2e["ultralytics_yolov8n"] = peer
     info = fam.graph_info() if graph else None
-    fam.release_graphs()
+    fam.release()
     return {"network": net, "end_to_end": e2e, "graph_info": info}
 
 
-def prepare_model(model: Any, *, weights: str, device: torch.device, force_graph: bool) -> tuple[Family, str]:
+def prepare_model(model: Any, *, weights: str, device: torch.device, force_graph: bool) -> tuple[Model, str]:
     """Load (or take) the model, move it to ``device`` and fuse it as deployed.
 
     With ``force_graph`` an unflagged family gets a forced graph runner, so that its graph arm can
@@ -209,7 +210,7 @@ def prepare_model(model: Any, *, weights: str, device: torch.device, force_graph
     if force_graph and not fam.SUPPORTS_CUDA_GRAPH:
         from ..graphs.runner import PredictGraphs
 
-        fam._graphs = PredictGraphs(fam, force=True)
+        fam.backend.use_graphs(PredictGraphs(fam.family, force=True))
     return fam, note
 
 
@@ -223,9 +224,9 @@ def add_kernel_profile(run: dict[str, Any], prep: _Twin, *, hw: tuple[int, int],
     net = run["network"]
     net["eager"].update(_profile(lambda: fam.forward(x, cuda_graph=False, amp_dtype=amp), dev))
     if graph:
-        fam.release_graphs()
+        fam.release()
         net["graph"].update(_profile(lambda: fam.forward(x, cuda_graph=True, amp_dtype=amp), dev))
-        fam.release_graphs()
+        fam.release()
 
 
 def finish_run(run: dict[str, Any]) -> None:
@@ -249,7 +250,7 @@ def _profile(step: Any, dev: torch.device) -> dict[str, Any]:
         return {"kernel_sum_ms": None, "kernel_count": None, "profile_error": str(e)[:300]}
 
 
-def _graph_arm(fam: Family, x: torch.Tensor, *, amp: torch.dtype | None, dev: torch.device, warmup: int,
+def _graph_arm(fam: TorchBackend, x: torch.Tensor, *, amp: torch.dtype | None, dev: torch.device, warmup: int,
                iters: int) -> dict[str, Any]:
     def step() -> Any:
         return fam.forward(x, cuda_graph=True, amp_dtype=amp)
@@ -270,7 +271,7 @@ def _graph_arm(fam: Family, x: torch.Tensor, *, amp: torch.dtype | None, dev: to
             "capture_ms": row.get("capture_ms"), "warmup_ms": row.get("warmup_ms")}
 
 
-def _compile_arm(fam: Family, x: torch.Tensor, *, amp: torch.dtype | None, dev: torch.device, warmup: int,
+def _compile_arm(fam: TorchBackend, x: torch.Tensor, *, amp: torch.dtype | None, dev: torch.device, warmup: int,
                  iters: int) -> dict[str, Any]:
     """torch.compile(mode="reduce-overhead") of the same stage chain; any failure is recorded."""
     from ..device import autocast
@@ -302,7 +303,7 @@ def _compile_arm(fam: Family, x: torch.Tensor, *, amp: torch.dtype | None, dev: 
             logger.debug("torch._dynamo.reset() failed: %s", e)
 
 
-def _e2e_arm(fam: Family, images: list[np.ndarray], *, hw: tuple[int, int], batch: int, half: bool,
+def _e2e_arm(fam: Model, images: list[np.ndarray], *, hw: tuple[int, int], batch: int, half: bool,
              dev: torch.device, policy: Any, iters: int) -> dict[str, Any]:
     """Wall-clock medians of ``predict()`` (the user path), plus what it returned and the median
     ``Results.speed`` breakdown per batch (preprocess, inference, postprocess, results)."""
@@ -373,11 +374,13 @@ def _derive(net: dict[str, Any], e2e: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- arguments
-def _load_model(model: Any, weights: str) -> tuple[Family, str]:
+def _load_model(model: Any, weights: str) -> tuple[Model, str]:
+    from ..model import LibreYOLO, Model
     from ..models._base.family import Family
-    from ..models._base.loader import LibreYOLO
 
     if isinstance(model, Family):
+        model = Model(model)
+    if isinstance(model, Model):
         return model, "given"
     if weights not in ("auto", "pretrained", "untrained"):
         raise ConfigError(f"weights must be 'auto', 'pretrained' or 'untrained', got {weights!r}")

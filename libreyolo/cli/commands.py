@@ -90,7 +90,7 @@ def _predict_keys() -> dict[str, Key]:
 
 
 def run_predict(kw: dict[str, Any], quiet: bool) -> int:
-    from ..models._base.loader import LibreYOLO
+    from ..model import LibreYOLO
 
     model = LibreYOLO(kw.pop("model"), pretrained=kw.pop("pretrained"))
     source = kw.pop("source")
@@ -193,7 +193,7 @@ def _train_keys() -> dict[str, Key] | None:
 
 
 def run_train(kw: dict[str, Any], quiet: bool) -> int:
-    from ..models._base.loader import LibreYOLO
+    from ..model import LibreYOLO
 
     model = LibreYOLO(kw.pop("model", DEFAULT_MODEL), pretrained=kw.pop("pretrained", True))
     result = model.train(**kw)
@@ -217,7 +217,7 @@ def _val_keys() -> dict[str, Key]:
 
 
 def run_val(kw: dict[str, Any], quiet: bool) -> int:
-    from ..models._base.loader import LibreYOLO
+    from ..model import LibreYOLO
 
     model = LibreYOLO(kw.pop("model"), pretrained=kw.pop("pretrained"))
     _print_result(model.val(**kw), title="Validation")
@@ -248,7 +248,7 @@ def _export_keys() -> dict[str, Key]:
 
 
 def run_export(kw: dict[str, Any], quiet: bool) -> int:
-    from ..models._base.loader import LibreYOLO
+    from ..model import LibreYOLO
 
     model = LibreYOLO(kw.pop("model"), pretrained=kw.pop("pretrained"))
     path = model.export(**kw)
@@ -271,7 +271,7 @@ def _convert_keys() -> dict[str, Key]:
 def run_convert(kw: dict[str, Any], quiet: bool) -> int:
     from ..convert import load_foreign
     from ..errors import CheckpointError
-    from ..models._base.loader import hub_snapshot_weights
+    from ..io.weights import hub_snapshot_weights
     from ..registry import parse_weights_name
 
     src = kw.get("src")
@@ -331,7 +331,7 @@ def run_benchmark(kw: dict[str, Any], quiet: bool) -> int:
     from ..export.registry import format_of_path
 
     if format_of_path(str(kw.get("model", DEFAULT_MODEL))) is not None:  # an exported file: its runtime
-        from ..export.bench import benchmark_exported
+        from ..bench.exported import benchmark_exported
 
         benchmark_exported(**kw)
         return 0

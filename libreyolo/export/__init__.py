@@ -1,6 +1,6 @@
 """Export: one module per format, found through the format registry (:mod:`.registry`).
 
-``export(model, overrides)`` is what ``Family.export`` calls. Exported graphs always carry the
+``export(model, overrides)`` is what ``Model.export`` calls. Exported graphs always carry the
 portable math (SPEC K-6, K-9): kernel predicates decline while tracing or exporting and the
 fused-attention policy keeps the explicit equation.
 """

@@ -21,7 +21,7 @@ import numpy as np
 from torch import Tensor
 
 from ..errors import CheckpointError, ExportError
-from .backend import ExportedModel
+from ..backends.exported import ExportedBackend
 from .config import ExportConfig
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def _locate(path: Path) -> tuple[Path, Path]:
     return xml, meta
 
 
-class OpenVINOModel(ExportedModel):
+class OpenVINOBackend(ExportedBackend):
     """A model whose network runs in OpenVINO Runtime (its ``CPU`` device unless ``device`` names
     another OpenVINO device, e.g. ``"GPU"``)."""
 

@@ -107,14 +107,6 @@ def format_of_path(path: str | Path) -> ExportFormat | None:
     return None
 
 
-def load_exported(path: str | Path, *, device: str | None = None) -> Any:
-    """Open an exported model with its format's backend; ``None`` when ``path`` is no export."""
-    fmt = format_of_path(path)
-    if fmt is None:
-        return None
-    return fmt.load_backend()(str(path), device=device)
-
-
 def _import(target: str) -> Any:
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
@@ -122,15 +114,15 @@ def _import(target: str) -> Any:
 
 register_format(ExportFormat(
     name="onnx", suffix=".onnx", exporter="libreyolo.export.onnx:export_onnx",
-    backend="libreyolo.export.onnx_backend:OnnxModel", extra="libreyolo[onnx]", runs="ONNX Runtime",
+    backend="libreyolo.backends.onnxruntime:OnnxBackend", extra="libreyolo[onnx]", runs="ONNX Runtime",
 ))
 register_format(ExportFormat(
     name="torchscript", suffix=".torchscript", exporter="libreyolo.export.torchscript:export_torchscript",
-    backend="libreyolo.export.torchscript:TorchScriptModel", extra="(none: PyTorch)", runs="torch.jit",
+    backend="libreyolo.export.torchscript:TorchScriptBackend", extra="(none: PyTorch)", runs="torch.jit",
     file_suffixes=(".ts",),
 ))
 register_format(ExportFormat(
     name="openvino", suffix="_openvino_model", exporter="libreyolo.export.openvino:export_openvino",
-    backend="libreyolo.export.openvino:OpenVINOModel", extra="libreyolo[openvino]", runs="OpenVINO Runtime",
+    backend="libreyolo.export.openvino:OpenVINOBackend", extra="libreyolo[openvino]", runs="OpenVINO Runtime",
     dir_suffix=True, file_suffixes=(".xml",),
 ))

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from ..errors import CheckpointError, ExportError
-from .backend import ExportedModel
+from ..backends.exported import ExportedBackend
 from .config import ExportConfig
 from .graph import build_export_graph
 
@@ -94,7 +94,7 @@ def _flat(out: Any) -> list[Tensor]:
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
-class TorchScriptModel(ExportedModel):
+class TorchScriptBackend(ExportedBackend):
     """A model whose network runs as a TorchScript program (on the CPU unless ``device`` says)."""
 
     FORMAT = "TorchScript"

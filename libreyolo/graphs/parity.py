@@ -118,6 +118,7 @@ def check_parity(model: Family, *, shape: tuple[int, int, int, int], amp_dtype: 
     from ..models._base.inference import channels_last, input_dtype
     from .runner import PredictGraphs
 
+    model = getattr(model, "family", model)  # a Model: the harness runs its family's network
     device = model.device
     runner = PredictGraphs(model, force=True, capacity=2)
     fmt = torch.channels_last if channels_last(model) else torch.contiguous_format
@@ -154,10 +155,11 @@ def check_prepared_parity(model: Family, *, shape: tuple[int, int, int, int], dt
     """Parity of what ``predict()`` replays: the prepared twin (weights cast once for float16,
     channels-last where the family sets it; autocast for other half dtypes), its raw network and,
     for a family with a captured decode, network + decode; under cuDNN autotuning as in predict."""
-    from ..models._base.inference import channels_last, cudnn_benchmark, input_dtype
+    from ..models._base.inference import build_twin, channels_last, cudnn_benchmark, input_dtype, prep_spec
 
+    model = getattr(model, "family", model)  # a Model: the harness runs its family's network
     cast = dtype == torch.float16 and model.device.type == "cuda" and model.HALF_CAST
-    twin = model.prepared(half=cast)
+    twin = build_twin(model, prep_spec(model, half=cast, fuse=True))
     amp = None if cast or dtype in (None, torch.float32) else dtype
     with cudnn_benchmark(model.device):
         row = check_parity(twin, shape=shape, amp_dtype=amp, seed=seed)

@@ -309,6 +309,7 @@ class PredictGraphs:
 
     def __init__(self, model: Family, *, force: bool = False, capacity: int | None = None,
                  warmup: int = WARMUP_ITERS) -> None:
+        model = getattr(model, "family", model)  # a Model or backend: its family owns the network
         self._model_ref = weakref.ref(model)
         self._cls = type(model)
         self.force = bool(force)

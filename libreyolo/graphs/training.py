@@ -126,7 +126,7 @@ def restore_buffers(module: nn.Module, snap: dict[str, Tensor]) -> None:
 
 def unsupported_reason(model: Any, *, device: torch.device, distributed: bool, distill: bool = False) -> str | None:
     """Why training capture cannot be used for this model/configuration, or None."""
-    fam = type(model)
+    fam = type(getattr(model, "family", model))  # a Model: its family declares the capability
     if not getattr(fam, "SUPPORTS_TRAIN_CUDA_GRAPH", False):
         return f"family {fam.FAMILY!r} has no verified training capture ({fam.TRAIN_CUDA_GRAPH_REASON})"
     if distributed:

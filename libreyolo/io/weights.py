@@ -106,3 +106,58 @@ _WEIGHTS_NAME = re.compile(r"^Libre[A-Za-z0-9_]+(-[a-z]+)?(\.(pt|safetensors))?$
 def _is_path(name: str) -> bool:
     """A name with folders (``runs/x.pt``, ``./x.pt``, ``~/x.pt``) names a local file, never Hub weights."""
     return "/" in name or "\\" in name or name.startswith(("~", "."))
+
+
+_SNAPSHOT_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+
+
+def hub_snapshot_weights(folder: Path) -> Path | None:
+    """The weights file of a Hub snapshot folder (``config.json`` + ``model.safetensors``)."""
+    if not (folder.is_dir() and (folder / "config.json").is_file()):
+        return None
+    for name in _SNAPSHOT_WEIGHTS:
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+_HUB_ID = re.compile(r"^hf[-_]hub:(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+?)(?:@(?P<rev>[\w.-]+))?$")
+
+
+def hub_repo_weights(name: str) -> Path | None:
+    """``"hf-hub:<owner>/<repo>[@revision]"`` -> the local path of its ``model.safetensors`` (with
+    ``config.json`` beside it, as the Hub client lays out a snapshot), from the Hub cache or else a
+    download; ``None`` for any other name. The explicit prefix keeps local paths such as
+    ``runs/best`` from ever being looked up on the Hub.
+
+    Raises:
+        CheckpointError: listing what was tried, when neither the cache nor a download has it.
+    """
+    m = _HUB_ID.match(name)
+    if m is None:
+        return None
+    repo, rev = m["repo"], m["rev"]
+    tried: list[str] = []
+    for local_only in (True, False):
+        where = "Hub cache" if local_only else "Hub download"
+        if not local_only:
+            offline = hub_offline_reason()
+            if offline:
+                tried.append(f"{where} (skipped: {offline})")
+                break
+        try:
+            from huggingface_hub import hf_hub_download
+
+            hf_hub_download(repo_id=repo, filename="config.json", revision=rev, local_files_only=local_only)
+            for fname in _SNAPSHOT_WEIGHTS:
+                try:
+                    return Path(hf_hub_download(repo_id=repo, filename=fname, revision=rev,
+                                                local_files_only=local_only))
+                except Exception as e:  # noqa: BLE001 - try the next file name, then report
+                    last = e
+            raise last
+        except Exception as e:  # noqa: BLE001 - every Hub failure mode becomes one clear error
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            tried.append(f"{where} ({type(e).__name__}{': ' + msg if msg else ''})")
+    raise CheckpointError(f"could not get Hub repository {repo!r} (config.json + model.safetensors or "
+                          f"pytorch_model.bin); tried: " + "; ".join(tried) + ".")

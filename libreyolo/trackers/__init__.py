@@ -2,7 +2,7 @@
 
 - :class:`ByteTracker`: ``update(dets[N, 6]) -> (row index, track ids)`` per frame.
 - :class:`ByteTrackConfig`: its thresholds; :func:`resolve_tracker` reads ``tracker=`` values.
-- :func:`track`: the prediction loop with a tracker (what ``Family.track`` runs).
+- :func:`track`: the prediction loop with a tracker (what ``Model.track`` runs).
 
 Example:
     >>> import numpy as np

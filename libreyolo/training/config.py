@@ -240,7 +240,7 @@ def resolve_resume(cfg: TrainConfig, explicit: set[str]) -> tuple[Path, dict[str
 def with_family_defaults(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
     """The family's training recipe (``TRAIN_DEFAULTS``, e.g. AdamW and fp32 for D-FINE) under
     the user's keys: what the user passes wins. A resumed run keeps its saved arguments."""
-    defaults = dict(getattr(type(model), "TRAIN_DEFAULTS", None) or {})
+    defaults = dict(getattr(model, "TRAIN_DEFAULTS", None) or {})
     applied = {k: v for k, v in defaults.items() if k not in overrides}
     if not applied or overrides.get("resume"):
         return dict(overrides)

@@ -73,7 +73,7 @@ class DataSetupMixin:
             logger.warning("the model has %d classes but %s has %d%s: rebuilding %s-%s with %d classes and keeping "
                            "every weight of matching shape", m.nc, self.cfg.data, nc,
                            " (single_cls)" if self.cfg.single_cls else "", m.FAMILY, m.size, nc)
-            new = type(m).build_net(size=m.size, nc=nc, task=m.task, **getattr(m, "arch", {}))
+            new = m.build_net(size=m.size, nc=nc, task=m.task, **getattr(m, "arch", {}))
             own = new.state_dict()
             keep = {k: v for k, v in m.net.state_dict().items() if k in own and own[k].shape == v.shape}
             new.load_state_dict(keep, strict=False)

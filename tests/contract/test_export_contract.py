@@ -13,6 +13,7 @@ pytest.importorskip("onnxruntime")
 from libreyolo import LibreYOLO  # noqa: E402
 from libreyolo.export.onnx import portable_op_violations  # noqa: E402
 from libreyolo.registry import families  # noqa: E402
+from libreyolo.model import Model
 
 FAMS = sorted(families().items())
 
@@ -20,7 +21,7 @@ FAMS = sorted(families().items())
 @pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
 def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: Path) -> None:
     torch.manual_seed(0)
-    model = fam(size=fam.SIZES[0], nc=3)
+    model = Model(fam(size=fam.SIZES[0], nc=3))
     path = model.export(format="onnx", imgsz=64, file=str(tmp_path / f"{name}.onnx"))
     assert portable_op_violations(onnx.load(str(path))) == []
     loaded = LibreYOLO(str(path))

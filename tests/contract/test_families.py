@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from libreyolo.registry import families, parse_weights_name
+from libreyolo.model import Model
 
 PKG = Path(__file__).resolve().parents[2] / "libreyolo"
 FAMS = sorted(families().items())
@@ -35,7 +36,7 @@ def test_class_declarations(name: str, fam: type) -> None:
 @pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
 def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type) -> None:
     torch.manual_seed(0)
-    model = fam(size=fam.SIZES[0], nc=3)
+    model = Model(fam(size=fam.SIZES[0], nc=3))
     x = torch.rand(1, 3, 64, 64)
     raw = model.eager_forward(x)
     outs = raw if isinstance(raw, (list, tuple)) else [raw]

@@ -9,6 +9,7 @@ import torch
 from libreyolo import SAMPLE_IMAGE
 from libreyolo.graphs.parity import build_probe_model, check_parity
 from libreyolo.registry import families
+from libreyolo.model import Model
 
 pytestmark = pytest.mark.cuda
 
@@ -30,7 +31,7 @@ def test_predict_on_cuda_with_graph_returns_probs(name: str) -> None:
     torch.manual_seed(0)
     from libreyolo.graphs.runner import PredictGraphs
 
-    model = cls(size=cls.SIZES[0], nc=6).to("cuda")
+    model = Model(cls(size=cls.SIZES[0], nc=6)).to("cuda")
     model._graphs = PredictGraphs(model, force=True)  # the family flag is False until its parity rows exist
     eager = model(SAMPLE_IMAGE, half=True)[0]
     graph = model(SAMPLE_IMAGE, half=True, cuda_graph=True)[0]
@@ -46,7 +47,7 @@ def test_short_amp_training_on_shapes_cls(cuda_graph: bool, tmp_path) -> None:
     root = ensure_shapes_cls_dataset(tmp_path / "ds", n_train=32, n_val=8)
     cls = families()["mobilenetv4"]
     torch.manual_seed(0)
-    model = cls(size="conv_small", nc=6)
+    model = Model(cls(size="conv_small", nc=6))
     out = model.train(data=str(root), epochs=2, imgsz=64, batch=16, workers=2, device="0", amp=True,
                       cuda_graph=cuda_graph, project=str(tmp_path / "runs"), verbose=False, tensorboard=False,
                       plots=False)

@@ -15,6 +15,7 @@ from libreyolo.models.rtmdet.family import RTMDet
 from libreyolo.models.rtmdet.loss import build_targets
 from libreyolo.models.rtmdet.postprocess import decode_boxes, grid_points
 from libreyolo.ops.anchors import flatten_levels
+from libreyolo.model import Model
 
 pytestmark = pytest.mark.cuda
 
@@ -45,7 +46,7 @@ def _bias_boxes(net: torch.nn.Module) -> None:
 
 def test_assignment_on_cuda_equals_cpu() -> None:
     torch.manual_seed(0)
-    model = RTMDet(size="t", nc=5)
+    model = Model(RTMDet(size="t", nc=5))
     net = model.net.cuda().train()
     _bias_boxes(net)
     batch = _batch(4, 320, 5, CUDA)
@@ -70,7 +71,7 @@ def test_assignment_on_cuda_equals_cpu() -> None:
 
 def test_criterion_on_cuda_matches_cpu() -> None:
     torch.manual_seed(0)
-    model = RTMDet(size="s", nc=5)
+    model = Model(RTMDet(size="s", nc=5))
     net = model.net.cuda().train()
     _bias_boxes(net)
     batch = _batch(4, 320, 5, CUDA)
@@ -86,7 +87,7 @@ def test_criterion_on_cuda_matches_cpu() -> None:
 @pytest.mark.parametrize("size", ["t", "m"])  # m: exp_on_reg
 def test_amp_train_steps_finite_and_decreasing(size: str) -> None:
     torch.manual_seed(0)
-    model = RTMDet(size=size, nc=6)
+    model = Model(RTMDet(size=size, nc=6))
     net = model.net.cuda().train()
     _bias_boxes(net)
     crit = model.build_criterion()
@@ -118,7 +119,7 @@ def test_amp_train_steps_finite_and_decreasing(size: str) -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_net_graph_replay_is_bitwise_eager(size: str, dtype: torch.dtype) -> None:
     torch.manual_seed(0)
-    model = RTMDet(size=size, nc=80)
+    model = Model(RTMDet(size=size, nc=80))
     net = model.net.cuda().eval()
     net.fuse()
     static = torch.zeros(1, 3, 640, 640, device="cuda")

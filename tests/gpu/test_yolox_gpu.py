@@ -11,6 +11,7 @@ import torch
 from libreyolo.models.yolox.family import YOLOX
 from libreyolo.models.yolox.loss import simota_assign_batch
 from libreyolo.models.yolox.postprocess import decode_boxes, flatten_outputs, make_grid
+from libreyolo.model import Model
 
 pytestmark = pytest.mark.cuda
 
@@ -32,7 +33,7 @@ def _batch(b: int, imgsz: int, nc: int, device: torch.device) -> dict[str, torch
 
 def test_criterion_on_cuda_matches_cpu() -> None:
     torch.manual_seed(0)
-    model = YOLOX(size="tiny", nc=5)
+    model = Model(YOLOX(size="tiny", nc=5))
     net = model.net.cuda().train()
     batch = _batch(4, 320, 5, torch.device("cuda"))
     with torch.no_grad():
@@ -48,7 +49,7 @@ def test_criterion_on_cuda_matches_cpu() -> None:
 
 def test_assignment_on_cuda_equals_cpu() -> None:
     torch.manual_seed(0)
-    model = YOLOX(size="nano", nc=3)
+    model = Model(YOLOX(size="nano", nc=3))
     net = model.net.cuda().train()
     batch = _batch(3, 256, 3, torch.device("cuda"))
     with torch.no_grad():
@@ -72,7 +73,7 @@ def test_assignment_on_cuda_equals_cpu() -> None:
 
 def test_amp_train_steps_finite_and_l1_switch() -> None:
     torch.manual_seed(0)
-    model = YOLOX(size="s", nc=6)
+    model = Model(YOLOX(size="s", nc=6))
     net = model.net.cuda().train()
     crit = model.build_criterion()
     opt = torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9)
@@ -95,7 +96,7 @@ def test_amp_train_steps_finite_and_l1_switch() -> None:
 @pytest.mark.parametrize("size", ["nano", "tiny"])
 def test_net_graph_replay_is_bitwise_eager(size: str) -> None:
     torch.manual_seed(0)
-    model = YOLOX(size=size, nc=80)
+    model = Model(YOLOX(size=size, nc=80))
     net = model.net.cuda().eval()
     net.fuse()
     static = torch.zeros(1, 3, 416, 416, device="cuda")

@@ -11,8 +11,8 @@ re-parameterisable branches, fp32 weights). Prediction runs a *prepared twin* of
 * in channels-last memory format where the family measured that it wins
   (``Family.INFER_CHANNELS_LAST``; on CUDA only).
 
-The twin is a shallow copy of the family object with its own deep-copied network and its own
-CUDA graphs, so training, ``save()`` and ``state_dict`` keep seeing the original network. When
+The twin is a shallow copy of the family object with its own deep-copied network (its
+backend, :class:`~libreyolo.backends.torch.TorchBackend`, gives it CUDA graphs of its own), so training, ``save()`` and ``state_dict`` keep seeing the original network. When
 nothing needs preparing (``fuse=False`` or already fused, fp32, no layout change) the model is
 its own twin and no memory is spent.
 
@@ -112,8 +112,6 @@ def build_twin(model: Family, spec: PrepSpec) -> Family:
     for p in net.parameters():
         p.requires_grad_(False)
     twin.net = net
-    twin._graphs = None
-    twin._prep = None
     if spec.fuse:
         fuse = getattr(net, "fuse", None)
         if fuse is not None:
@@ -128,33 +126,6 @@ def build_twin(model: Family, spec: PrepSpec) -> Family:
     logger.debug("prepared %s-%s for inference: fused=%s dtype=%s channels_last=%s", model.FAMILY,
                  model.size, twin.fused, spec.dtype, spec.channels_last)
     return twin
-
-
-class Prepared:
-    """The cached twin of one model and what it was prepared from."""
-
-    def __init__(self) -> None:
-        self.spec: PrepSpec | None = None
-        self.twin: Family | None = None
-        self.fingerprint: Fingerprint | None = None
-
-    def get(self, model: Family, spec: PrepSpec) -> Family:
-        if (self.twin is None or self.spec != spec or self.fingerprint is None
-                or self.fingerprint.stale(model.net)):
-            self.drop()
-            self.twin = build_twin(model, spec)
-            self.spec = spec
-            self.fingerprint = Fingerprint(model.net)
-        return self.twin
-
-    def drop(self) -> None:
-        if self.twin is not None and getattr(self.twin, "is_twin", False):
-            self.twin.release_graphs()
-        self.twin, self.spec, self.fingerprint = None, None, None
-
-    def graphs_of_twin(self) -> Any:
-        t = self.twin
-        return t._graphs if t is not None and getattr(t, "is_twin", False) else None
 
 
 def input_dtype(model: Family) -> torch.dtype:
@@ -207,37 +178,3 @@ class _Benchmark:
 
 
 _BENCHMARK = _Benchmark()
-
-
-# --------------------------------------------------------------------------- Family's graph verbs
-def capture_prediction_graph(model: Family, *, imgsz: Any, batch: int, dtype: torch.dtype | None,
-                             half: bool | None, fuse: bool) -> dict[str, Any]:
-    """``Family.capture_graph``: capture on the prepared twin the graph ``predict`` replays (network
-    + decode) for a ``(batch, 3, *imgsz)`` input, under autocast where the twin keeps fp32 weights
-    for ``half`` (as predict does); returns its ``graph_info()`` row."""
-    from ...errors import ConfigError
-    from ...ops.letterbox import check_imgsz
-
-    hw = check_imgsz(imgsz if imgsz is not None else model.imgsz, stride=model.stride)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ConfigError(f"batch must be a positive int, got {batch!r}")
-    if half is None:
-        half = dtype is not None and dtype != torch.float32
-    twin = model.prepared(half=bool(half), fuse=fuse)
-    fmt = torch.channels_last if channels_last(twin) else torch.contiguous_format
-    amp = half_dtype(model.device) if half and input_dtype(twin) == torch.float32 else None
-    return twin.graphs.capture((batch, 3, *hw), amp_dtype=amp, input_dtype=input_dtype(twin),
-                               decoded=bool(twin.DECODE_TOPK), memory_format=fmt)
-
-
-def prediction_graph_info(model: Family) -> dict[str, Any]:
-    """``Family.graph_info``: the prepared twin's graphs once it exists (else the model's own), with
-    a ``prepared`` entry saying how the twin was prepared."""
-    prep = model._prep
-    twin_graphs = prep.graphs_of_twin() if prep is not None else None
-    info = (twin_graphs if twin_graphs is not None else model.graphs).info()
-    twin = prep.twin if prep is not None else None
-    if twin is not None:
-        info["prepared"] = {"fused": bool(twin.fused), "dtype": str(input_dtype(twin)).removeprefix("torch."),
-                            "channels_last": channels_last(twin), "decode_in_graph": bool(twin.DECODE_TOPK)}
-    return info

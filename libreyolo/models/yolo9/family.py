@@ -34,13 +34,12 @@ class YOLO9(DenseFamily):
         return {} if g == 4 else {"box_groups": g}
 
     def set_arch(self, *, box_groups: int = 4) -> None:
-        """Rebuild the network with ``box_groups`` (untrained weights; load them afterwards).
-        Captured graphs and the prepared twin are dropped."""
+        """Rebuild the network with ``box_groups`` (untrained weights; load them afterwards). On a
+        model whose graphs were captured, call ``model.invalidate_graphs(...)`` after it."""
         if box_groups == int(getattr(self.net.head, "box_groups", 4)):
             return
         device = self.device
         self.net = self.build_net(size=self.size, nc=self.nc, task=self.task, box_groups=box_groups).to(device).eval()
-        self.invalidate_graphs("architecture changed (box_groups)")
 
     @classmethod
     def postprocess_fn(cls) -> Callable[..., list[Tensor]]:

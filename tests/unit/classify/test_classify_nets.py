@@ -7,6 +7,7 @@ import torch
 
 from libreyolo.models._base.classify import ClassificationLoss
 from libreyolo.registry import families
+from libreyolo.model import Model
 
 # published parameter counts at 1000 classes (millions)
 PUBLISHED = {("resnet", "18"): 11.7, ("resnet", "50"): 25.6, ("convnext", "atto"): 3.7,
@@ -35,7 +36,7 @@ def test_parameter_count_within_3_percent(fam: str, size: str):
 def test_forward_shapes_train_and_eval(fam: str):
     cls = families()[fam]
     torch.manual_seed(0)
-    model = cls(size=cls.SIZES[0], nc=5)
+    model = Model(cls(size=cls.SIZES[0], nc=5))
     assert model.task == "classify"
     x = torch.rand(2, 3, 64, 64)
     model.net.train()
@@ -62,7 +63,7 @@ def test_loss_is_label_smoothed_cross_entropy_times_batch():
 def test_tiny_train_steps_decrease_the_loss(fam: str):
     cls = families()[fam]
     torch.manual_seed(0)
-    model = cls(size=cls.SIZES[0], nc=3)
+    model = Model(cls(size=cls.SIZES[0], nc=3))
     net = model.net.train()
     crit = model.build_criterion()
     x = torch.rand(6, 3, 32, 32)

@@ -58,7 +58,7 @@ class _FakeModel:
 
 @pytest.fixture
 def fake_model(monkeypatch):
-    import libreyolo.models._base.loader as loader
+    import libreyolo.model as loader
 
     _FakeModel.calls = []
     monkeypatch.setattr(loader, "LibreYOLO", lambda name, *, pretrained: _FakeModel(name, pretrained))
@@ -248,10 +248,10 @@ def test_benchmark_without_the_harness_is_a_clear_error(capsys, monkeypatch) -> 
 
 def test_predict_defaults_match_the_python_api() -> None:
     from libreyolo.assets import SAMPLE_IMAGE
-    from libreyolo.models._base.family import Family
+    from libreyolo.model import Model
 
     keys = cli_commands.COMMANDS["predict"].keys()
-    params = inspect.signature(Family.predict).parameters
+    params = inspect.signature(Model.predict).parameters
     for name, key in keys.items():
         if name in ("model", "pretrained", "source", "save"):
             continue

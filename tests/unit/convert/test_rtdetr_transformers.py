@@ -18,6 +18,7 @@ from _convert_helpers import assert_rel_close, randomize_norms
 transformers = pytest.importorskip("transformers")
 
 from libreyolo import LibreYOLO  # noqa: E402
+from libreyolo.model import Model  # noqa: E402
 from libreyolo.convert import ForeignWeights, convert_foreign, detect_format  # noqa: E402
 from libreyolo.errors import CheckpointError  # noqa: E402
 
@@ -143,7 +144,7 @@ def test_predict_boxes_match_transformers_postprocessing() -> None:
     model = convert_foreign(ForeignWeights(source="transformers", arch="rt_detr", state_dict=ref.state_dict(),
                                            path="<memory>"))
     rgb = (torch.rand(H, W, 3, generator=torch.Generator().manual_seed(4)) * 255).to(torch.uint8).numpy()
-    ours = model.predict(Image.fromarray(rgb), imgsz=W, conf=0.0, max_det=300)[0].boxes
+    ours = Model(model).predict(Image.fromarray(rgb), imgsz=W, conf=0.0, max_det=300)[0].boxes
     pixels = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1)[None].float() / 255
     with torch.no_grad():
         out = ref(pixel_values=pixels)

@@ -15,6 +15,7 @@ from libreyolo.data.coco import read_coco, role_of
 from libreyolo.data.config import load_data_config
 from libreyolo.data.dataset import DetectionDataset
 from libreyolo.errors import DatasetError
+from libreyolo.model import Model
 
 CAT_IDS = [11, 3, 7, 1, 20, 5]  # non-contiguous, unsorted: class k is the k-th smallest id
 
@@ -87,7 +88,7 @@ def test_train_on_a_coco_yaml_with_json_keys(pair, tmp_path):
                    "train_json: annotations/instances_train2017.json\nval_json: annotations/instances_val2017.json\n")
     d = load_data_config(cfg)
     assert d.nc == 6 and set(d.coco) == {"train", "val"}
-    out = YOLO9(size="t", nc=6).train(data=str(cfg), epochs=1, imgsz=64, batch=4, workers=0, device="cpu",
+    out = Model(YOLO9(size="t", nc=6)).train(data=str(cfg), epochs=1, imgsz=64, batch=4, workers=0, device="cpu",
                                       project=str(tmp_path / "runs"), plots=False, tensorboard=False, verbose=False,
                                       mosaic=0.0)
     assert (Path(out["save_dir"]) / "weights" / "best.pt").is_file()

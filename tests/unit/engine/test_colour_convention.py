@@ -20,6 +20,7 @@ from torch import nn
 
 from libreyolo.engine.sources import load_source
 from libreyolo.models._base.family import Family
+from libreyolo.model import Model
 
 RED_BGR = (0, 0, 230)  # OpenCV order
 RED_RGB = (230, 0, 0)
@@ -50,7 +51,7 @@ class ChannelFamily(Family):
 
 @pytest.fixture
 def probe() -> ChannelFamily:
-    return ChannelFamily(size="n", nc=2, names=["red", "blue"])
+    return Model(ChannelFamily(size="n", nc=2, names=["red", "blue"]))
 
 
 def _red_bgr() -> np.ndarray:

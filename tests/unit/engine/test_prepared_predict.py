@@ -13,6 +13,7 @@ from libreyolo.models.yolox.family import YOLOX
 from libreyolo.ops.boxes import scale_boxes
 from libreyolo.ops.candidates import select_detections
 from libreyolo.ops.letterbox import letterbox_batch, letterbox_params, letterbox_shape
+from libreyolo.model import Model
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +67,7 @@ def test_letterbox_batch_matches_per_image_letterbox():
 # --------------------------------------------------------------------------- the prepared twin
 def _model(cls=YOLO9, size="t", nc=4):
     torch.manual_seed(0)
-    m = cls(size=size, nc=nc, imgsz=128)
+    m = Model(cls(size=size, nc=nc, imgsz=128))
     randomise_norm_stats(m.net, seed=0)
     return m
 
@@ -83,7 +84,7 @@ def test_prepared_twin_is_fused_cached_and_leaves_the_model_trainable():
         a, b = m.net(x), twin.net(x)
     for u, v in zip(a, b, strict=True):
         torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-4)
-    assert m.prepared(fuse=False) is m  # nothing to prepare: the model itself
+    assert m.prepared(fuse=False) is m.backend  # nothing to prepare: the model's own backend
 
 
 def test_prepared_twin_is_rebuilt_when_weights_change_in_place():
@@ -178,7 +179,7 @@ def test_detr_decode_then_threshold_equals_the_eager_postprocess():
     from libreyolo.models.rtdetr.family import RTDETR
 
     torch.manual_seed(0)
-    m = RTDETR(size="r18", nc=5)
+    m = Model(RTDETR(size="r18", nc=5))
     gen = torch.Generator().manual_seed(3)
     logits = 4.0 * torch.randn(2, 300, 5, generator=gen)
     boxes = 100 * torch.rand(2, 300, 4, generator=gen)

@@ -12,6 +12,7 @@ import torch
 from libreyolo.engine.results import Results
 from libreyolo.engine.saving import OutputNamer, _real, input_files
 from libreyolo.errors import ConfigError
+from libreyolo.model import Model
 
 
 def _img(path: Path, value: int = 50) -> Path:
@@ -120,7 +121,7 @@ def test_input_files_resolves_folders_globs_and_lists(tmp_path: Path) -> None:
 def _probe():
     from test_colour_convention import ChannelFamily  # the tiny stand-in family next to this file
 
-    return ChannelFamily(size="n", nc=2, names=["red", "blue"])
+    return Model(ChannelFamily(size="n", nc=2, names=["red", "blue"]))
 
 
 def test_predict_on_a_folder_with_a_corrupt_file_returns_the_rest(tmp_path: Path, caplog) -> None:

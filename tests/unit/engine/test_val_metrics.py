@@ -15,6 +15,7 @@ from libreyolo.engine import metrics as M
 from libreyolo.engine.val_logging import library_logging
 from libreyolo.engine.val_metrics import DetMetrics
 from libreyolo.engine.validator import _Collector, run_validation
+from libreyolo.model import Model
 
 NAMES = {0: "cat", 1: "dog", 2: "bird"}
 
@@ -191,6 +192,6 @@ def test_validate_shows_the_table_through_the_library_handler(monkeypatch, capsy
 
     yaml = ensure_shapes_dataset(tmp_path / "d", n_train=1, n_val=2, imgsz=64)
     monkeypatch.setattr(logging.getLogger(), "handlers", [])
-    m = validate(YOLO9(size="t", nc=6), {"data": str(yaml), "imgsz": 64, "batch": 2, "workers": 0, "device": "cpu"})
+    m = validate(Model(YOLO9(size="t", nc=6)), {"data": str(yaml), "imgsz": 64, "batch": 2, "workers": 0, "device": "cpu"})
     assert isinstance(m, DetMetrics) and m.summary().splitlines()[0] in capsys.readouterr().err
     assert not logging.getLogger("libreyolo").handlers

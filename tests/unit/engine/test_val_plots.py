@@ -14,6 +14,7 @@ from libreyolo.engine import val_plots as P
 from libreyolo.engine.val_metrics import DetMetrics
 from libreyolo.engine.validator import run_validation, validate
 from libreyolo.ops.boxes import xywh_to_xyxy
+from libreyolo.model import Model
 
 VAL_FILES = ("confusion_matrix.png", "confusion_matrix_normalized.png", "P_curve.png", "R_curve.png", "F1_curve.png",
              "PR_curve.png", "val_labels.png", "val_batch0.png", "val_batch1.png")
@@ -129,15 +130,15 @@ def test_confusion_matrix_picture_shows_the_counts(tmp_path):
 def test_val_plots_through_validate(shapes, tmp_path):
     from libreyolo.models.yolo9.family import YOLO9
 
-    m = validate(YOLO9(size="t", nc=6), {"data": str(shapes), "imgsz": 64, "batch": 4, "workers": 0, "device": "cpu",
+    m = validate(Model(YOLO9(size="t", nc=6)), {"data": str(shapes), "imgsz": 64, "batch": 4, "workers": 0, "device": "cpu",
                                          "verbose": False, "plots": True, "project": str(tmp_path), "name": "v"})
     assert m.save_dir == tmp_path / "v" and (tmp_path / "v" / "PR_curve.png").is_file()
     _not_blank(tmp_path / "v" / "val_batch0.png")
     _not_blank(tmp_path / "v" / "val_labels.png")
-    again = validate(YOLO9(size="t", nc=6), {"data": str(shapes), "imgsz": 64, "workers": 0, "device": "cpu",
+    again = validate(Model(YOLO9(size="t", nc=6)), {"data": str(shapes), "imgsz": 64, "workers": 0, "device": "cpu",
                                              "verbose": False, "plots": True, "project": str(tmp_path), "name": "v"})
     assert again.save_dir == tmp_path / "v2"  # never overwrites an earlier run
-    plain = validate(YOLO9(size="t", nc=6), {"data": str(shapes), "imgsz": 64, "workers": 0, "device": "cpu",
+    plain = validate(Model(YOLO9(size="t", nc=6)), {"data": str(shapes), "imgsz": 64, "workers": 0, "device": "cpu",
                                              "verbose": False, "project": str(tmp_path), "name": "none"})
     assert plain.save_dir is None and not (tmp_path / "none").exists()
 

@@ -9,6 +9,7 @@ import torch
 from libreyolo.engine.validator import ValConfig, _Collector, validate
 from libreyolo.errors import ConfigError
 from libreyolo.ops.boxes import xywh_to_xyxy
+from libreyolo.model import Model
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ def test_oracle_predictions_score_one_in_original_pixels(val_yaml):
 def test_validate_entry_point(val_yaml):
     from libreyolo.models.yolo9.family import YOLO9
 
-    model = YOLO9(size="t", nc=6)
+    model = Model(YOLO9(size="t", nc=6))
     out = validate(model, {"data": str(val_yaml), "imgsz": 64, "batch": 2, "workers": 0, "device": "cpu",
                            "verbose": False})
     for k in ("mAP50-95", "mAP50", "precision", "recall", "fitness"):
@@ -59,7 +60,7 @@ def test_validate_entry_point(val_yaml):
     with pytest.raises(ConfigError, match="Did you mean 'conf'"):
         model.val(data=str(val_yaml), conff=0.1)
     with pytest.raises(ConfigError, match="classes"):
-        YOLO9(size="t", nc=3).val(data=str(val_yaml), imgsz=64, workers=0)
+        Model(YOLO9(size="t", nc=3)).val(data=str(val_yaml), imgsz=64, workers=0)
     assert ValConfig.from_overrides({}).conf == 0.001 and ValConfig().iou == 0.7 and ValConfig().max_det == 300
 
 
@@ -67,7 +68,7 @@ def test_empty_data_is_an_error_not_the_training_dataset():
     """data='' must not silently fall back to the dataset the model was trained on."""
     from libreyolo.models.yolo9.family import YOLO9
 
-    model = YOLO9(size="t", nc=6)
+    model = Model(YOLO9(size="t", nc=6))
     model.train_args = {"data": "shapes"}
     for empty in ("", "  "):
         with pytest.raises(ConfigError, match=r"'data' is empty; pass a dataset yaml, e.g. data=my-dataset.yaml"):
@@ -85,7 +86,7 @@ def test_workers_are_capped_to_the_cpus_available(val_yaml, monkeypatch, caplog)
     monkeypatch.setattr(L, "build_dataloader", lambda *a, **k: got.append(k["workers"]) or build(*a, **{**k, "workers": 0}))
     from libreyolo.models.yolo9.family import YOLO9
 
-    model = YOLO9(size="t", nc=6)
+    model = Model(YOLO9(size="t", nc=6))
     with caplog.at_level("INFO", logger="libreyolo.engine.validator"):
         validate(model, {"data": str(val_yaml), "imgsz": 64, "batch": 2, "device": "cpu", "verbose": False})
         assert got == [2] and not caplog.records  # the default 4 on 2 CPUs, silently

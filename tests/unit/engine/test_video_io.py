@@ -23,10 +23,11 @@ from libreyolo.errors import ConfigError, SourceError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_colour_convention import ChannelFamily  # noqa: E402 - the tiny stand-in family next to this file
+from libreyolo.model import Model
 
 
 def _probe() -> ChannelFamily:
-    return ChannelFamily(size="n", nc=2, names=["red", "blue"])
+    return Model(ChannelFamily(size="n", nc=2, names=["red", "blue"]))
 
 
 def _items(source, **kw):
@@ -310,10 +311,10 @@ def test_cli_predict_keys_match_the_api() -> None:
     import inspect
 
     from libreyolo.cli.commands import _predict_keys
-    from libreyolo.models._base.family import Family
+    from libreyolo.model import Model
 
     keys = _predict_keys()
-    params = inspect.signature(Family.predict).parameters
+    params = inspect.signature(Model.predict).parameters
     for name in ("vid_stride", "save_txt", "save_conf", "save_crop", "line_width", "show"):
         assert name in keys and name in params
         assert keys[name].default == params[name].default

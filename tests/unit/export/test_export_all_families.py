@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from libreyolo.export.registry import load_exported
+from libreyolo import LibreYOLO
 from libreyolo.registry import families
+from libreyolo.model import Model
 
 FAMS = sorted(families().items())
 TOL = {"torchscript": 1e-5, "openvino": 1e-3}
@@ -31,7 +32,7 @@ def portable(monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
 def test_raw_outputs_through_torchscript_and_openvino(name: str, fam: type, tmp_path: Path, portable) -> None:
     torch.manual_seed(0)
-    model = fam(size=fam.SIZES[0], nc=3)
+    model = Model(fam(size=fam.SIZES[0], nc=3))
     formats = ["torchscript"]
     try:
         import onnx  # noqa: F401
@@ -40,7 +41,7 @@ def test_raw_outputs_through_torchscript_and_openvino(name: str, fam: type, tmp_
         pass
     else:
         formats.append("openvino")
-    loaded = {f: load_exported(model.export(format=f, imgsz=64, file=str(tmp_path / f))) for f in formats}
+    loaded = {f: LibreYOLO(model.export(format=f, imgsz=64, file=str(tmp_path / f))) for f in formats}
     x = torch.rand(1, 3, 64, 64)
     model.fuse()
     ref = model.eager_forward(x)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from libreyolo.cli.main import entrypoint
-from libreyolo.export.bench import benchmark_exported
-from libreyolo.export.registry import load_exported
+from libreyolo.bench.exported import benchmark_exported
+from libreyolo import LibreYOLO
 
 
 def test_cli_exports_torchscript_with_nms_inside(tmp_path: Path, monkeypatch) -> None:
@@ -17,7 +17,7 @@ def test_cli_exports_torchscript_with_nms_inside(tmp_path: Path, monkeypatch) ->
     rc = entrypoint(["export", "model=LibreYOLO9t.pt", "format=torchscript", "imgsz=64", "nms=true",
                      "max_det=20", "file=m"])
     assert rc == 0
-    loaded = load_exported(tmp_path / "m.torchscript")
+    loaded = LibreYOLO(tmp_path / "m.torchscript")
     assert loaded.head == "nms" and loaded.meta["max_det"] == 20
     assert loaded.forward(__import__("torch").rand(1, 3, 64, 64))[0].shape == (1, 20, 6)
     assert entrypoint(["export", "model=LibreYOLO9t.pt", "format=torchscrip"]) != 0  # a typo: clear error
@@ -53,6 +53,6 @@ def test_train_on_an_export_is_a_clear_error(tmp_path: Path, trained) -> None:
     from libreyolo.errors import ConfigError
 
     model, _ = trained
-    loaded = load_exported(model.export(format="torchscript", imgsz=64, file=str(tmp_path / "m")))
+    loaded = LibreYOLO(model.export(format="torchscript", imgsz=64, file=str(tmp_path / "m")))
     with pytest.raises(ConfigError, match="cannot train"):
         loaded.train(data="shapes", epochs=1)

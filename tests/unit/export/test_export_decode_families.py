@@ -17,9 +17,10 @@ from export_helpers import assert_same_rows
 pytest.importorskip("onnx", reason="the onnx extra is part of the CI environment")
 pytest.importorskip("onnxruntime")
 
-from libreyolo.export.registry import load_exported  # noqa: E402
+from libreyolo import LibreYOLO  # noqa: E402
 from libreyolo.ops.candidates import select_detections  # noqa: E402
 from libreyolo.registry import families  # noqa: E402
+from libreyolo.model import Model
 
 FAMS = sorted((n, f) for n, f in families().items() if f.DECODE_TOPK)
 SIZE = 64
@@ -41,10 +42,10 @@ def portable(monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
 def test_decode_and_nms_inside_onnx_match_pytorch(name: str, fam: type, tmp_path: Path, portable) -> None:
     torch.manual_seed(0)
-    model = fam(size=fam.SIZES[0], nc=3)
-    dec = load_exported(model.export(format="onnx", imgsz=SIZE, decode=True, dynamic=True,
+    model = Model(fam(size=fam.SIZES[0], nc=3))
+    dec = LibreYOLO(model.export(format="onnx", imgsz=SIZE, decode=True, dynamic=True,
                                      file=str(tmp_path / "d.onnx")))
-    nms = load_exported(model.export(format="onnx", imgsz=SIZE, nms=True, conf=0.0, max_det=50,
+    nms = LibreYOLO(model.export(format="onnx", imgsz=SIZE, nms=True, conf=0.0, max_det=50,
                                      file=str(tmp_path / "n.onnx")))
     x = torch.rand(2, 3, SIZE, SIZE)
     model.fuse()
@@ -68,10 +69,10 @@ def test_decode_inside_openvino_and_nms_inside_torchscript_match_pytorch(name: s
                                                                         portable) -> None:
     pytest.importorskip("openvino", reason="installed by the README test command (the openvino extra)")
     torch.manual_seed(0)
-    model = fam(size=fam.SIZES[0], nc=3)
-    ov_dec = load_exported(model.export(format="openvino", imgsz=SIZE, decode=True, dynamic=True,
+    model = Model(fam(size=fam.SIZES[0], nc=3))
+    ov_dec = LibreYOLO(model.export(format="openvino", imgsz=SIZE, decode=True, dynamic=True,
                                         file=str(tmp_path / "d")))
-    ts_nms = load_exported(model.export(format="torchscript", imgsz=SIZE, nms=True, conf=0.0, max_det=50,
+    ts_nms = LibreYOLO(model.export(format="torchscript", imgsz=SIZE, nms=True, conf=0.0, max_det=50,
                                         dynamic=True, file=str(tmp_path / "n")))
     x = torch.rand(2, 3, SIZE, SIZE)
     model.fuse()

@@ -18,7 +18,7 @@ from export_helpers import assert_same_rows, sample_batch
 
 from libreyolo import SAMPLE_IMAGE
 from libreyolo.errors import CheckpointError, ConfigError, ExportError
-from libreyolo.export.registry import load_exported
+from libreyolo import LibreYOLO
 from libreyolo.ops.candidates import select_detections
 
 SIZE = 128  # 336 anchors < the decode's top 1000: the candidates are every anchor, in score order
@@ -54,7 +54,7 @@ def exports(tmp_path_factory: pytest.TempPathFactory, trained):
 @pytest.mark.parametrize("head", HEADS)
 def test_runtime_output_matches_pytorch(fmt: str, head: str, exports, trained) -> None:
     _, twin = trained
-    loaded = load_exported(exports(fmt, head))
+    loaded = LibreYOLO(exports(fmt, head))
     assert loaded.head == head and loaded.FAMILY == "yolo9" and loaded.names == twin.names
     x = sample_batch(SIZE)  # batch 2 through a batch-1 export: the batch axis is dynamic
     with torch.no_grad():
@@ -85,7 +85,7 @@ def test_runtime_output_matches_pytorch(fmt: str, head: str, exports, trained) -
 @pytest.mark.parametrize("head", HEADS)
 def test_predict_through_the_backend_matches_pytorch(fmt: str, head: str, exports, trained) -> None:
     model, _ = trained
-    loaded = load_exported(exports(fmt, head))
+    loaded = LibreYOLO(exports(fmt, head))
     kw = dict(imgsz=SIZE, conf=0.25, rect=False)
     a = model.predict(SAMPLE_IMAGE, **kw)[0]
     b = loaded.predict(SAMPLE_IMAGE, **kw)[0]
@@ -112,12 +112,12 @@ def test_openvino_folder_layout_and_xml_path(exports) -> None:
     folder = exports("openvino", "decode")
     assert folder.name.endswith("_openvino_model") and folder.is_dir()
     assert sorted(p.suffix for p in folder.iterdir()) == [".bin", ".json", ".xml"]
-    via_xml = load_exported(next(folder.glob("*.xml")))
+    via_xml = LibreYOLO(next(folder.glob("*.xml")))
     assert via_xml.head == "decode" and via_xml.nc == 6
 
 
 def test_nms_export_warns_once_when_predict_asks_another_iou(exports, caplog) -> None:
-    loaded = load_exported(exports("torchscript", "nms"))
+    loaded = LibreYOLO(exports("torchscript", "nms"))
     with caplog.at_level("WARNING"):
         loaded.predict(SAMPLE_IMAGE, imgsz=SIZE, rect=False, iou=0.5)
         loaded.predict(SAMPLE_IMAGE, imgsz=SIZE, rect=False, iou=0.5)
@@ -127,7 +127,7 @@ def test_nms_export_warns_once_when_predict_asks_another_iou(exports, caplog) ->
 def test_fixed_shape_torchscript_rejects_other_sizes(tmp_path, trained) -> None:
     model, _ = trained
     path = model.export(format="torchscript", imgsz=64, decode=True, file=str(tmp_path / "f"))
-    loaded = load_exported(path)
+    loaded = LibreYOLO(path)
     assert path.suffix == ".torchscript" and loaded.fixed_hw == (64, 64) and loaded.fixed_batch == 1
     with pytest.raises(ConfigError, match="imgsz"):
         loaded.forward(torch.rand(1, 3, 96, 96))
@@ -143,13 +143,13 @@ def test_export_errors_name_the_fix(tmp_path, trained) -> None:
     plain = tmp_path / "plain.torchscript"
     torch.jit.save(torch.jit.trace(torch.nn.Conv2d(3, 3, 1), torch.rand(1, 3, 8, 8)), str(plain))
     with pytest.raises(CheckpointError, match="not a libreyolo TorchScript export"):
-        load_exported(plain)
+        LibreYOLO(plain)
     with pytest.raises(CheckpointError, match="does not exist"):
-        load_exported(tmp_path / "missing.torchscript")
+        LibreYOLO(tmp_path / "missing.torchscript")
     model, _ = trained
     ts = model.export(format="torchscript", imgsz=64, file=str(tmp_path / "m"))
     with pytest.raises(ExportError, match="already an exported TorchScript model"):
-        load_exported(ts).export(format="onnx")
+        LibreYOLO(ts).export(format="onnx")
 
 
 def test_exported_classifier_predicts_through_torchscript(tmp_path) -> None:
@@ -157,7 +157,7 @@ def test_exported_classifier_predicts_through_torchscript(tmp_path) -> None:
 
     torch.manual_seed(0)
     model = LibreYOLO("LibreResNet18-cls.pt", pretrained=False, nc=4)
-    loaded = load_exported(model.export(format="torchscript", imgsz=64, file=str(tmp_path / "c")))
+    loaded = LibreYOLO(model.export(format="torchscript", imgsz=64, file=str(tmp_path / "c")))
     a = model.predict(SAMPLE_IMAGE, imgsz=64)[0]
     b = loaded.predict(SAMPLE_IMAGE, imgsz=64)[0]
     assert b.probs is not None and a.probs.top1 == b.probs.top1
@@ -166,7 +166,7 @@ def test_exported_classifier_predicts_through_torchscript(tmp_path) -> None:
 
 def test_track_through_an_export_keeps_ids(exports, trained) -> None:
     model, _ = trained
-    loaded = load_exported(exports("torchscript", "nms"))
+    loaded = LibreYOLO(exports("torchscript", "nms"))
     kw = dict(imgsz=SIZE, rect=False, persist=True)
     first = [loaded.track(SAMPLE_IMAGE, **kw)[0] for _ in range(3)][-1]
     again = loaded.track(SAMPLE_IMAGE, **kw)[0]

@@ -1,4 +1,4 @@
-"""``val`` on exported models: the validator runs the runtime through ``ExportedModel.net`` and scores
+"""``val`` on exported models: the validator runs the runtime through ``ExportedBackend.net`` and scores
 it as it scores PyTorch (same metrics within float noise), for every format and graph head."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from libreyolo.errors import ConfigError
-from libreyolo.export.registry import load_exported
+from libreyolo import LibreYOLO
 
 CASES = [("onnx", "raw", ("onnx", "onnxruntime")), ("torchscript", "nms", ()),
          ("openvino", "decode", ("onnx", "openvino"))]
@@ -34,7 +34,7 @@ def test_val_of_an_export_matches_pytorch(fmt: str, head: str, needs: tuple[str,
         pytest.importorskip(mod)
     model, _ = trained
     path = model.export(format=fmt, imgsz=128, file=str(tmp_path / "m"), decode=head == "decode", nms=head == "nms")
-    got = load_exported(path).val(data=dataset, workers=0, verbose=False, batch=4)  # imgsz: the export's
+    got = LibreYOLO(path).val(data=dataset, workers=0, verbose=False, batch=4)  # imgsz: the export's
     assert reference["mAP50-95"] > 0.1  # the bundled checkpoint detects the shapes
     for key in ("mAP50-95", "mAP50"):
         assert got[key] == pytest.approx(reference[key], abs=1e-4), key
@@ -45,7 +45,7 @@ def test_val_of_an_export_matches_pytorch(fmt: str, head: str, needs: tuple[str,
 
 def test_val_of_a_fixed_size_export_refuses_another_imgsz(trained, dataset, tmp_path: Path) -> None:
     model, _ = trained
-    loaded = load_exported(model.export(format="torchscript", imgsz=64, file=str(tmp_path / "m")))
+    loaded = LibreYOLO(model.export(format="torchscript", imgsz=64, file=str(tmp_path / "m")))
     with pytest.raises(ConfigError, match="imgsz=64"):
         loaded.val(data=dataset, imgsz=128, workers=0, verbose=False)
     with pytest.raises(ConfigError, match="half"):
@@ -73,7 +73,7 @@ def test_val_of_an_exported_classifier_matches_pytorch(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = LibreYOLO("LibreResNet18-cls.pt", pretrained=False, nc=6)
     ref = model.val(data=str(data), imgsz=64, workers=0, verbose=False)
-    loaded = load_exported(model.export(format="torchscript", imgsz=64, dynamic=True, file=str(tmp_path / "c")))
+    loaded = LibreYOLO(model.export(format="torchscript", imgsz=64, dynamic=True, file=str(tmp_path / "c")))
     got = loaded.val(data=str(data), imgsz=64, workers=0, verbose=False)
     assert got["images"] == ref["images"] > 0
     assert got["top1"] == pytest.approx(ref["top1"]) and got["top5"] == pytest.approx(ref["top5"])

@@ -10,10 +10,11 @@ from graph_tiny_family import TinyFamily
 from libreyolo.bench import evaluate_targets, format_table, run_benchmark
 from libreyolo.bench.run import _parse_batches, _parse_graph, _parse_imgsz
 from libreyolo.errors import ConfigError
+from libreyolo.model import Model
 
 
 def test_run_benchmark_on_cpu_times_eager_and_skips_graph(tmp_path, capsys):
-    model = TinyFamily(size="n", nc=2)
+    model = Model(TinyFamily(size="n", nc=2))
     r = run_benchmark(model=model, imgsz=32, batch=[1, 2], device="cpu", half=False, warmup=1, iters=3,
                       end_to_end=False, compile=False, out=tmp_path)
     assert [run["config"]["batch"] for run in r["runs"]] == [1, 2]

@@ -16,6 +16,7 @@ from libreyolo.graphs.parity import (
     render_markdown,
     write_matrix,
 )
+from libreyolo.model import Model
 
 
 @pytest.mark.parametrize("kind", ["uniform", "image", "normal"])
@@ -51,7 +52,7 @@ def test_compare_outputs_is_bitwise():
 
 
 def test_randomised_norm_stats_are_seeded_and_nontrivial():
-    a, b = TinyFamily(size="n", nc=2), TinyFamily(size="n", nc=2)
+    a, b = Model(TinyFamily(size="n", nc=2)), Model(TinyFamily(size="n", nc=2))
     randomise_norm_stats(a.net, seed=3)
     randomise_norm_stats(b.net, seed=3)
     bn_a, bn_b = a.net.stem[1], b.net.stem[1]

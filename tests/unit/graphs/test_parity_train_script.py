@@ -7,6 +7,7 @@ import torch
 
 from benchmarks import parity_train
 from libreyolo.registry import families
+from libreyolo.model import Model
 
 
 def _doc(commit: str, rows: list[dict]) -> dict:
@@ -42,6 +43,6 @@ def test_classify_batch_feeds_the_family_criterion():
     assert b["img"].shape == (4, 3, 32, 32) and b["cls"].shape == (4,) and int(b["cls"].max()) < 6
     assert torch.equal(b["cls"], mod.classify_batch(batch=4, imgsz=32, nc=6, seed=1, device=torch.device("cpu"))["cls"])
     fam = families()["resnet"]
-    model = fam(size="18", nc=6)
+    model = Model(fam(size="18", nc=6))
     loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
     assert torch.isfinite(loss) and items.shape == (1,)

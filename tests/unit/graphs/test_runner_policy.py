@@ -12,6 +12,7 @@ from graph_tiny_family import TinyFamily, TinySeamed, TinyUnflagged
 
 from libreyolo.errors import ConfigError
 from libreyolo.graphs.runner import GraphBook, GraphKey, PredictGraphs, check_policy, graph_refusal
+from libreyolo.model import Model
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda", 0)  # a device object only: nothing is allocated on it
@@ -120,7 +121,7 @@ def _x(b=1, s=32):
 
 
 def test_model_forward_auto_on_cpu_runs_eager_and_says_why():
-    model = TinyFamily(size="n", nc=2)
+    model = Model(TinyFamily(size="n", nc=2))
     x = _x()
     out = model.forward(x, cuda_graph="auto")
     ref = model.eager_forward(x)
@@ -132,7 +133,7 @@ def test_model_forward_auto_on_cpu_runs_eager_and_says_why():
 
 
 def test_model_forward_true_on_cpu_raises_value_error():
-    model = TinyFamily(size="n", nc=2)
+    model = Model(TinyFamily(size="n", nc=2))
     with pytest.raises(ValueError, match="CUDA graphs need a CUDA device"):
         model.forward(_x(), cuda_graph=True)
     with pytest.raises(ValueError, match="CUDA graphs need a CUDA device"):
@@ -141,14 +142,14 @@ def test_model_forward_true_on_cpu_raises_value_error():
 
 @pytest.mark.parametrize("policy", [True, "auto"])
 def test_model_forward_unflagged_family_raises_not_implemented(policy):
-    model = TinyUnflagged(size="n", nc=2)
+    model = Model(TinyUnflagged(size="n", nc=2))
     with pytest.raises(NotImplementedError, match="tiny_unflagged"):
         model.forward(_x(), cuda_graph=policy)
     assert model.forward(_x(), cuda_graph=False)[0].shape == (1, 6, 16, 16)
 
 
 def test_forced_runner_passes_the_flag_check_and_then_the_device_rule():
-    model = TinyUnflagged(size="n", nc=2)
+    model = Model(TinyUnflagged(size="n", nc=2))
     runner = PredictGraphs(model, force=True)
     with pytest.raises(ValueError, match="CUDA graphs need a CUDA device"):
         runner.run(_x(), policy=True)
@@ -157,21 +158,21 @@ def test_forced_runner_passes_the_flag_check_and_then_the_device_rule():
 
 def test_invalid_policy_is_rejected_by_forward():
     with pytest.raises(ValueError):
-        TinyFamily(size="n", nc=2).forward(_x(), cuda_graph="yes")
+        Model(TinyFamily(size="n", nc=2)).forward(_x(), cuda_graph="yes")
 
 
 def test_cache_size_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("LIBREYOLO_GRAPH_CACHE_SIZE", "3")
-    assert TinyFamily(size="n", nc=2).graphs.capacity == 3
+    assert Model(TinyFamily(size="n", nc=2)).graphs.capacity == 3
     monkeypatch.setenv("LIBREYOLO_GRAPH_CACHE_SIZE", "0")
     with pytest.raises(ConfigError):
-        PredictGraphs(TinyFamily(size="n", nc=2))
+        PredictGraphs(Model(TinyFamily(size="n", nc=2)))
     monkeypatch.delenv("LIBREYOLO_GRAPH_CACHE_SIZE")
-    assert PredictGraphs(TinyFamily(size="n", nc=2)).capacity == 8
+    assert PredictGraphs(Model(TinyFamily(size="n", nc=2))).capacity == 8
 
 
 def test_invalidation_is_recorded_with_its_reason():
-    model = TinyFamily(size="n", nc=2)
+    model = Model(TinyFamily(size="n", nc=2))
     model.graphs.invalidate("model moved from cuda:0 to cpu")
     model.fused = False
     model.fuse()  # TinyNet has no fuse(): nothing replaced, nothing invalidated
@@ -183,7 +184,7 @@ def test_invalidation_is_recorded_with_its_reason():
 
 
 def test_seamed_family_auto_on_cpu_equals_the_eager_chain():
-    model = TinySeamed(size="n", nc=2)
+    model = Model(TinySeamed(size="n", nc=2))
     x = _x(2)
     out = model.forward(x, cuda_graph="auto")
     ref = model.eager_forward(x)

@@ -24,6 +24,7 @@ from libreyolo.models._detr.fdr import (
 from libreyolo.models.deim.family import DEIM
 from libreyolo.models.dfine.family import DFINE
 from libreyolo.registry import parse_weights_name, register_family
+from libreyolo.model import Model
 
 FAMILIES = {"dfine": DFINE, "deim": DEIM}
 VARIANTS = {"dfine": VDFINE, "deim": VDFINE}  # DEIM builds from the D-FINE size table
@@ -203,7 +204,7 @@ def test_predict_sample_image_untrained() -> None:
 
     torch.manual_seed(0)
     for fam in (DFINE, DEIM):
-        model = fam(size="n", nc=80)
+        model = Model(fam(size="n", nc=80))
         res = model(SAMPLE_IMAGE, imgsz=64, conf=0.0, max_det=7)
         assert len(res) == 1
         xyxy = res[0].boxes.xyxy

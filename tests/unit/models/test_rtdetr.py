@@ -17,6 +17,7 @@ from libreyolo.models.rtdetrv2.family import RTDETRv2
 from libreyolo.models.rtdetrv2.nn import build_rtdetrv2
 from libreyolo.models.rtdetrv2.variants import VARIANTS as V2
 from libreyolo.registry import parse_weights_name, register_family
+from libreyolo.model import Model
 
 PUBLISHED_M = {("rtdetr", "r18"): 20.0, ("rtdetr", "r34"): 31.0, ("rtdetr", "r50"): 42.0,
                ("rtdetrv2", "r18"): 20.0, ("rtdetrv2", "r34"): 31.0}
@@ -72,7 +73,7 @@ def test_architecture_facts() -> None:
 
 def test_eval_forward_shapes_and_stages() -> None:
     torch.manual_seed(0)
-    model = RTDETR(size="r18", nc=80)
+    model = Model(RTDETR(size="r18", nc=80))
     x = torch.rand(2, 3, 64, 96)
     with torch.no_grad():
         logits, boxes = model.net(x)
@@ -196,7 +197,7 @@ def test_predict_sample_image_untrained() -> None:
     from libreyolo import SAMPLE_IMAGE
 
     torch.manual_seed(0)
-    model = RTDETR(size="r18", nc=80)
+    model = Model(RTDETR(size="r18", nc=80))
     res = model(SAMPLE_IMAGE, imgsz=64, conf=0.0, max_det=7)
     assert len(res) == 1
     xyxy = res[0].boxes.xyxy

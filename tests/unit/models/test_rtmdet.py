@@ -30,6 +30,7 @@ from libreyolo.models.rtmdet.postprocess import decode_boxes, grid_points, postp
 from libreyolo.models.rtmdet.variants import VARIANTS
 from libreyolo.ops.anchors import flatten_levels
 from libreyolo.registry import parse_weights_name, register_family
+from libreyolo.model import Model
 
 STRIDES = (8, 16, 32)
 
@@ -160,7 +161,7 @@ def test_predict_on_sample_image() -> None:
     from libreyolo import SAMPLE_IMAGE, LibreYOLO
 
     model = LibreYOLO("LibreRTMDett.pt", pretrained=False, nc=3)
-    assert isinstance(model, RTMDet) and model.nc == 3
+    assert isinstance(model.family, RTMDet) and model.nc == 3
     res = model.predict(SAMPLE_IMAGE, conf=0.0, max_det=7, imgsz=128, device="cpu")
     assert len(res) == 1
     boxes = res[0].boxes
@@ -182,7 +183,7 @@ def test_onnx_export_holds_the_raw_outputs(tmp_path) -> None:  # noqa: ANN001 - 
     import onnx
 
     torch.manual_seed(0)
-    model = RTMDet(size="t", nc=3)
+    model = Model(RTMDet(size="t", nc=3))
     path = model.export(format="onnx", imgsz=64, dynamic=True, file=str(tmp_path / "m.onnx"))
     assert portable_op_violations(onnx.load(str(path))) == []
     sess = ort.InferenceSession(str(path))
@@ -424,7 +425,7 @@ def _batch() -> dict[str, Tensor]:
 
 def test_loss_contract_empty_images_and_gradients() -> None:
     torch.manual_seed(0)
-    model = RTMDet(size="t", nc=3)
+    model = Model(RTMDet(size="t", nc=3))
     net = model.net.train()
     crit = model.build_criterion()
     assert isinstance(crit, RTMDetLoss) and RTMDet.LOSS_NAMES == ("cls", "box")
@@ -445,7 +446,7 @@ def test_loss_contract_empty_images_and_gradients() -> None:
 
 def test_loss_values_follow_the_recipe_and_ignore_background_boxes() -> None:
     torch.manual_seed(0)
-    model = RTMDet(size="t", nc=3)
+    model = Model(RTMDet(size="t", nc=3))
     net = model.net.eval()
     with torch.no_grad():
         for conv in net.head.rtm_reg:
@@ -474,7 +475,7 @@ def test_loss_values_follow_the_recipe_and_ignore_background_boxes() -> None:
 
 def test_train_steps_decrease_the_loss() -> None:
     torch.manual_seed(0)
-    model = RTMDet(size="t", nc=3)
+    model = Model(RTMDet(size="t", nc=3))
     net = model.net.train()
     # Start from boxes of two strides instead of points: at the reference initialisation the
     # IoU-weighted normalisation makes the loss *grow* while boxes grow from zero size, which is
@@ -504,7 +505,7 @@ def test_trainer_runs_and_the_checkpoint_reloads(tmp_path) -> None:  # noqa: ANN
     from libreyolo.data.shapes import ensure_shapes_dataset
 
     data = ensure_shapes_dataset(tmp_path / "shapes", n_train=8, n_val=4, imgsz=64)
-    model = RTMDet(size="t", nc=80)  # the dataset has fewer classes: the head is rebuilt
+    model = Model(RTMDet(size="t", nc=80))  # the dataset has fewer classes: the head is rebuilt
     result = model.train(data=str(data), imgsz=64, batch=4, workers=0, device="cpu", nbs=4, mosaic=0.0,
                          close_mosaic=0, warmup_epochs=0, optimizer="AdamW", lr0=0.002, verbose=False,
                          tensorboard=False, project=str(tmp_path / "runs"), seed=0, epochs=1)
@@ -514,7 +515,7 @@ def test_trainer_runs_and_the_checkpoint_reloads(tmp_path) -> None:  # noqa: ANN
     assert {"train/cls_loss", "train/box_loss"} <= set(rows[0])
     assert all(float(rows[0][k]) >= 0 for k in ("train/cls_loss", "train/box_loss"))
     loaded = LibreYOLO(result["best"])
-    assert isinstance(loaded, RTMDet) and loaded.nc == model.nc == 6 and loaded.size == "t"
+    assert isinstance(loaded.family, RTMDet) and loaded.nc == model.nc == 6 and loaded.size == "t"
     x = torch.rand(1, 3, 64, 64)
     with torch.no_grad():
         for a, b in zip(model.net.eval()(x), loaded.net.eval()(x), strict=True):

@@ -20,6 +20,7 @@ from libreyolo.models.yolo7.nn import build_yolo7
 from libreyolo.models.yolo7.postprocess import level_view, postprocess
 from libreyolo.models.yolo7.variants import VARIANTS
 from libreyolo.registry import parse_weights_name, register_family
+from libreyolo.model import Model
 
 SIZES = ("tiny", "b", "x")
 TINY_ANCHORS = VARIANTS["tiny"].anchors
@@ -325,7 +326,7 @@ def _batch() -> dict[str, Tensor]:
 
 def test_criterion_gains_follow_the_size_recipe() -> None:
     register_family(YOLO7)
-    m = YOLO7(size="tiny", nc=40)
+    m = Model(YOLO7(size="tiny", nc=40))
     crit = m.build_criterion()
     assert crit.gains == {"box": 0.05, "obj": 1.0, "cls": 0.5}
     assert not hasattr(crit, "hyp")  # the trainer would overwrite it with YOLOv9-recipe gains
@@ -418,7 +419,7 @@ def test_predict_on_sample_image_untrained() -> None:
     from libreyolo import SAMPLE_IMAGE, LibreYOLO
 
     model = LibreYOLO("LibreYOLO7tiny.pt", pretrained=False, nc=3)
-    assert isinstance(model, YOLO7) and model.size == "tiny" and model.nc == 3
+    assert isinstance(model.family, YOLO7) and model.size == "tiny" and model.nc == 3
     res = model.predict(SAMPLE_IMAGE, imgsz=160, conf=0.0, max_det=5, device="cpu")
     assert len(res) == 1
     h, w = res[0].orig_shape

@@ -24,6 +24,7 @@ from libreyolo.models.yolox.nn import build_yolox
 from libreyolo.models.yolox.postprocess import make_grid, postprocess
 from libreyolo.models.yolox.variants import VARIANTS
 from libreyolo.registry import parse_weights_name, register_family
+from libreyolo.model import Model
 
 SIZES = ("nano", "tiny", "s", "m", "l", "x")
 STRIDES = (8, 16, 32)
@@ -148,17 +149,17 @@ def test_bad_size_and_nc_raise() -> None:
     with pytest.raises(ConfigError, match="nc"):
         build_yolox(size="s", nc=0)
     with pytest.raises(ConfigError, match="size"):
-        YOLOX(size="q")
+        Model(YOLOX(size="q"))
 
 
 # --------------------------------------------------------------------------- family / registry
 
 
 def test_default_imgsz_per_size() -> None:
-    assert YOLOX(size="nano", nc=2).imgsz == 416
-    assert YOLOX(size="tiny", nc=2).imgsz == 416
-    assert YOLOX(size="s", nc=2).imgsz == 640
-    assert YOLOX(size="nano", nc=2, imgsz=320).imgsz == 320
+    assert Model(YOLOX(size="nano", nc=2)).imgsz == 416
+    assert Model(YOLOX(size="tiny", nc=2)).imgsz == 416
+    assert Model(YOLOX(size="s", nc=2)).imgsz == 640
+    assert Model(YOLOX(size="nano", nc=2, imgsz=320)).imgsz == 320
     assert YOLOX.default_imgsz("m") == 640
 
 
@@ -177,7 +178,7 @@ def test_predict_on_sample_image() -> None:
     from libreyolo import SAMPLE_IMAGE, LibreYOLO
 
     model = LibreYOLO("LibreYOLOXnano.pt", pretrained=False, nc=3)
-    assert isinstance(model, YOLOX) and model.nc == 3 and model.imgsz == 416
+    assert isinstance(model.family, YOLOX) and model.nc == 3 and model.imgsz == 416
     if Path(SAMPLE_IMAGE).exists():
         source, shape = SAMPLE_IMAGE, None
     else:  # the bundled image is generated at release time; an array exercises the same path
@@ -435,7 +436,7 @@ def _exact_raw(gt_px: Tensor, nc: int) -> list[Tensor]:
 
 def test_loss_l1_switch_and_exact_targets() -> None:
     nc = 3
-    model = YOLOX(size="nano", nc=nc)
+    model = Model(YOLOX(size="nano", nc=nc))
     crit = model.build_criterion()
     assert isinstance(crit, YOLOXLoss) and crit.use_l1 is False
     gt = torch.tensor([28.0, 28.0, 16.0, 16.0])
@@ -462,7 +463,7 @@ def test_loss_l1_switch_and_exact_targets() -> None:
 
 def test_loss_contract_empty_images_and_gradients() -> None:
     torch.manual_seed(0)
-    model = YOLOX(size="nano", nc=3)
+    model = Model(YOLOX(size="nano", nc=3))
     net = model.net.train()
     crit = model.build_criterion()
     b = _batch()
@@ -482,7 +483,7 @@ def test_loss_contract_empty_images_and_gradients() -> None:
 
 def test_train_steps_decrease_the_loss() -> None:
     torch.manual_seed(0)
-    model = YOLOX(size="nano", nc=3)
+    model = Model(YOLOX(size="nano", nc=3))
     net = model.net.train()
     crit = model.build_criterion()
     opt = torch.optim.Adam(net.parameters(), lr=5e-3)

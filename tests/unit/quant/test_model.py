@@ -14,6 +14,7 @@ from libreyolo.models._base.family import Family
 from libreyolo.quant import compute_scale, fake_quant_fp8_reference, fake_quant_int8_reference
 from libreyolo.quant.model import dequantize_model, quant_info, quantize_model
 from libreyolo.quant.modules import PackedConv2d, PackedLinear, QuantConv2d, QuantLinear
+from libreyolo.model import Model
 
 
 def _net() -> nn.Module:
@@ -48,10 +49,10 @@ def _batches(n: int = 3) -> list[torch.Tensor]:
 
 
 def test_family_quantize_invalidates_graphs_and_replaces_layers():
-    model = Tiny(size="n", nc=4)
-    model._graphs = _Graphs()
+    model = Model(Tiny(size="n", nc=4))
+    model.backend._graphs = _Graphs()
     assert model.quantize(recipe="fp8", calibrate=_batches()) is model
-    assert model._graphs.reasons == ["model quantized"]
+    assert model.backend._graphs.reasons == ["model quantized"]
     kinds = [type(m) for m in model.net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
     assert kinds == [QuantConv2d, QuantConv2d, QuantLinear]
     info = model.quant_info()
@@ -59,7 +60,7 @@ def test_family_quantize_invalidates_graphs_and_replaces_layers():
     assert info["modules"] == 3 and info["calibration_batches"] == 3 and info["activations"]
     assert set(info["kernels"]) == {"fake_quant_fp8", "fake_quant_int8", "fp8_gemm", "unpack_weights"}
     model.dequantize()
-    assert model._graphs.reasons == ["model quantized", "model dequantized"]
+    assert model.backend._graphs.reasons == ["model quantized", "model dequantized"]
     assert model.quant_info() == {"quantized": False, "kernels": info["kernels"]}
 
 
@@ -187,7 +188,7 @@ def test_bad_arguments(overrides, match):
 
 
 def test_quantize_twice_is_an_error():
-    model = Tiny(size="n", nc=4)
+    model = Model(Tiny(size="n", nc=4))
     model.quantize(recipe="fp8")
     with pytest.raises(ConfigError, match="already quantized"):
         model.quantize(recipe="int8")
@@ -293,7 +294,7 @@ def test_yolo9_quantize_finalize_dequantize_smoke(monkeypatch):
 
     monkeypatch.setenv("LIBREYOLO_KERNELS", "off")
 
-    model = YOLO9(size="t", nc=3, imgsz=32)
+    model = Model(YOLO9(size="t", nc=3, imgsz=32))
     x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     model.quantize(recipe="fp8", calibrate=x)
     simulated = model.eager_forward(x)

@@ -15,6 +15,7 @@ from torch import nn
 
 from libreyolo.engine.plotting import class_color_bgr
 from libreyolo.errors import ConfigError
+from libreyolo.model import Model
 from libreyolo.models._base.family import Family
 from libreyolo.trackers import ByteTrackConfig, ByteTracker, resolve_tracker
 from libreyolo.trackers.kalman import KalmanBoxFilter, xyah_to_xyxy, xyxy_to_xyah
@@ -203,7 +204,7 @@ def _video(path: Path, frames: int = 20) -> Path:
 
 
 def test_model_track_gives_stable_ids_on_a_video_and_saves_them(tmp_path: Path) -> None:
-    model = SquaresFamily(size="n", nc=3, names=["a", "b", "c"])
+    model = Model(SquaresFamily(size="n", nc=3, names=["a", "b", "c"]))
     vid = _video(tmp_path / "squares.avi")
     results = model.track(str(vid), save=True, save_txt=True, save_dir=str(tmp_path / "out"))
     assert len(results) == 20 and all(r.boxes.is_track for r in results)
@@ -223,7 +224,7 @@ def test_model_track_gives_stable_ids_on_a_video_and_saves_them(tmp_path: Path) 
 
 
 def test_persist_keeps_tracks_across_calls_and_a_fresh_call_restarts() -> None:
-    model = SquaresFamily(size="n", nc=3, names=["a", "b", "c"])
+    model = Model(SquaresFamily(size="n", nc=3, names=["a", "b", "c"]))
 
     def frame(t: int, *, without_a: bool = False) -> np.ndarray:
         rgb = _frame_rgb(t)
@@ -244,10 +245,10 @@ def test_persist_keeps_tracks_across_calls_and_a_fresh_call_restarts() -> None:
 
 
 def test_track_takes_every_predict_keyword_and_checks_its_own() -> None:
-    predict_kw = set(inspect.signature(Family.predict).parameters) - {"self"}
-    track_kw = set(inspect.signature(Family.track).parameters) - {"self"}
+    predict_kw = set(inspect.signature(Model.predict).parameters) - {"self"}
+    track_kw = set(inspect.signature(Model.track).parameters) - {"self"}
     assert predict_kw <= track_kw and {"persist", "tracker"} <= track_kw
-    model = SquaresFamily(size="n", nc=3, names=["a", "b", "c"])
+    model = Model(SquaresFamily(size="n", nc=3, names=["a", "b", "c"]))
     with pytest.raises(ConfigError, match="Did you mean 'persist'"):
         model.track(_frame_rgb(0), persists=True)
     with pytest.raises(ConfigError, match="persist must be True or False"):

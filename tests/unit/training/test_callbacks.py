@@ -11,6 +11,7 @@ from libreyolo.errors import ConfigError
 from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.training.callbacks import Callbacks
 from libreyolo.training.trainer import Trainer
+from libreyolo.model import Model
 
 
 def _over(data: Path, project: Path, **kw) -> dict:
@@ -31,7 +32,7 @@ def test_events_fire_in_order_with_their_arguments(tiny_shapes, tmp_path):
 
     cbs = {e: record(e) for e in ("on_train_start", "on_train_epoch_end", "on_train_end")}
     cbs["on_fit_epoch_end"] = [record("on_fit_epoch_end"), record("fit_second")]  # a list: called in order
-    result = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=2), callbacks=cbs)
+    result = Model(YOLO9(size="t", nc=6)).train(**_over(tiny_shapes, tmp_path, epochs=2), callbacks=cbs)
 
     assert [(e, ep) for e, _, ep in seen] == [
         ("on_train_start", 0), ("on_train_epoch_end", 0), ("on_fit_epoch_end", 0), ("fit_second", 0),
@@ -53,11 +54,11 @@ def test_events_fire_in_order_with_their_arguments(tiny_shapes, tmp_path):
 
 def test_bad_callbacks_are_refused(tiny_shapes, tmp_path):
     with pytest.raises(ConfigError, match="on_train_epoch_end"):  # the close match is suggested
-        YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path), callbacks={"on_train_epoch_ed": print})
+        Model(YOLO9(size="t", nc=6)).train(**_over(tiny_shapes, tmp_path), callbacks={"on_train_epoch_ed": print})
     with pytest.raises(ConfigError, match="must be callable"):
         Callbacks({"on_train_end": "not a function"})
     with pytest.raises(ConfigError, match="multi-GPU launch"):
-        YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, world_size=2), callbacks={"on_train_end": print})
+        Model(YOLO9(size="t", nc=6)).train(**_over(tiny_shapes, tmp_path, world_size=2), callbacks={"on_train_end": print})
     assert not (tmp_path / "train").exists()
 
 

@@ -28,6 +28,7 @@ from libreyolo.training.distributed import (
     state_digest,
 )
 from libreyolo.training.trainer import Trainer
+from libreyolo.model import Model
 
 
 def tiny_overrides(data, project, **kw):
@@ -89,7 +90,7 @@ def test_bad_device_strings_raise_config_error(device, world_size, match):
 def test_train_rejects_bad_devices_before_launching(tiny_shapes, tmp_path, monkeypatch):
     started = []
     monkeypatch.setattr(launch_mod, "run_process_group", lambda *a, **k: started.append(a) or 0)
-    model = YOLO9(size="t", nc=6)
+    model = Model(YOLO9(size="t", nc=6))
     with pytest.raises(ConfigError, match="comma-separated"):
         model.train(**tiny_overrides(tiny_shapes, tmp_path, device="0,x"))
     with pytest.raises(ConfigError, match="world_size must be >= 0"):
@@ -120,7 +121,7 @@ def test_torchrun_command_and_launch_arguments(tiny_shapes, tmp_path, monkeypatc
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     over = tiny_overrides(tiny_shapes, tmp_path, device="cpu", world_size=2)
     with pytest.raises(launch_mod.DistributedLaunchError, match="exit code 3"):
-        YOLO9(size="t", nc=6).train(**over)
+        Model(YOLO9(size="t", nc=6)).train(**over)
     cmd = seen["cmd"]
     assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--nproc_per_node=2" in cmd and "--master_addr=127.0.0.1" in cmd
@@ -218,14 +219,14 @@ def test_ddp_two_cpu_processes_resume_rank0_outputs(tiny_shapes, tmp_path, monke
     with monkeypatch.context() as m:
         _interrupt_at(m, 1)
         with pytest.raises(KeyboardInterrupt):
-            YOLO9(size="t", nc=6).train(**over)
+            Model(YOLO9(size="t", nc=6)).train(**over)
     run = tmp_path / "train"
     last = run / "weights" / "last.pt"
     before = read_checkpoint(last)
     assert before["train_state"]["epoch"] == 0
     capfd.readouterr()
 
-    model = YOLO9(size="t", nc=80)  # the launcher rebuilds the head from the run's best weights
+    model = Model(YOLO9(size="t", nc=80))  # the launcher rebuilds the head from the run's best weights
     result = model.train(resume=str(last), device="cpu", world_size=2)
     out, err = capfd.readouterr()
     log = out + err
@@ -233,7 +234,7 @@ def test_ddp_two_cpu_processes_resume_rank0_outputs(tiny_shapes, tmp_path, monke
     after = read_checkpoint(last)  # all epochs ran: stripped to the weights
     assert "train_state" not in after and after["epoch"] == 1 and result["epochs"] == 2
     assert result["world_size"] == 2 and len(result["rank_digests"]) == 2
-    params = {k for k, _ in YOLO9(size="t", nc=6).net.named_parameters()}
+    params = {k for k, _ in Model(YOLO9(size="t", nc=6)).net.named_parameters()}
 
     def param_digest(ckpt):
         return state_digest({k: v for k, v in ckpt["train_state"]["net"].items() if k in params})

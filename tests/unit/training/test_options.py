@@ -11,6 +11,7 @@ from libreyolo.io.checkpoint import read_checkpoint
 from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.training.config import TrainConfig
 from libreyolo.training.trainer import Trainer
+from libreyolo.model import Model
 
 
 def _over(data: Path, project: Path, **kw) -> dict:
@@ -21,7 +22,7 @@ def _over(data: Path, project: Path, **kw) -> dict:
 
 
 def test_save_period_writes_resumable_epoch_checkpoints(tiny_shapes, tmp_path):
-    result = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=3, val=False, save_period=2))
+    result = Model(YOLO9(size="t", nc=6)).train(**_over(tiny_shapes, tmp_path, epochs=3, val=False, save_period=2))
     wdir = Path(result["save_dir"]) / "weights"
     assert sorted(p.name for p in wdir.iterdir()) == ["best.pt", "epoch2.pt", "last.pt"]
     assert read_checkpoint(wdir / "epoch2.pt")["train_state"]["epoch"] == 1  # 1-based name, resumable
@@ -40,14 +41,14 @@ def test_patience_defaults_to_100_and_stops_early(tiny_shapes, tmp_path, monkeyp
         TrainConfig.from_overrides({"patience": -1})
     flat = {"fitness": 0.5, "mAP50": 0.5, "mAP50-95": 0.5, "precision": 0.5, "recall": 0.5}
     monkeypatch.setattr(Trainer, "_validate", lambda self, *, final: dict(flat))  # never improves after epoch 1
-    result = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=5, patience=2))
+    result = Model(YOLO9(size="t", nc=6)).train(**_over(tiny_shapes, tmp_path, epochs=5, patience=2))
     assert result["epochs"] == 3  # epoch 1 sets the best, epochs 2 and 3 do not improve
     last = read_checkpoint(Path(result["last"]))
     assert last["train_state"]["epoch"] == 2  # stopped early: last.pt stays resumable
 
 
 def _setup(data: Path, project: Path, model=None, **kw) -> Trainer:
-    t = Trainer(model or YOLO9(size="t", nc=6), TrainConfig.from_overrides(_over(data, project, epochs=1, **kw)),
+    t = Trainer(model or Model(YOLO9(size="t", nc=6)), TrainConfig.from_overrides(_over(data, project, epochs=1, **kw)),
                 explicit=set(kw))
     t.setup()
     return t
@@ -59,7 +60,7 @@ def test_single_cls_collapses_labels_and_builds_a_one_class_head(tiny_shapes, tm
         assert len({int(c) for a in t.train_ds.labels for c in a[:, 0]}) > 1  # the data has several classes
     finally:
         t.teardown()
-    model = YOLO9(size="t", nc=6)
+    model = Model(YOLO9(size="t", nc=6))
     t = Trainer(model, TrainConfig.from_overrides(_over(tiny_shapes, tmp_path, epochs=1, single_cls=True)))
     result = t.fit()  # trains and validates with one class
     assert model.nc == model.net.nc == 1 and model.names == {0: "object"}
@@ -126,7 +127,7 @@ def test_results_csv_times_validation_and_checkpointing(tiny_shapes, tmp_path):
     """Every epoch row says how long training, validation and checkpoint writing took."""
     import csv
 
-    out = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=2))
+    out = Model(YOLO9(size="t", nc=6)).train(**_over(tiny_shapes, tmp_path, epochs=2))
     with open(Path(out["save_dir"]) / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2
@@ -141,18 +142,18 @@ def test_cfg_file_supplies_keys_that_direct_keys_override(tiny_shapes, tmp_path)
     cfg.write_text(yaml.safe_dump({"epochs": 2, "imgsz": 64, "seed": 3, "val": False}))
     base = _over(tiny_shapes, tmp_path)
     del base["imgsz"], base["seed"]
-    out = YOLO9(size="t", nc=6).train(**base, cfg=str(cfg), epochs=1)  # epochs given directly wins
+    out = Model(YOLO9(size="t", nc=6)).train(**base, cfg=str(cfg), epochs=1)  # epochs given directly wins
     args = yaml.safe_load((Path(out["save_dir"]) / "args.yaml").read_text())
     assert args["epochs"] == 1 and args["seed"] == 3 and args["imgsz"] == 64 and args["cfg"] == str(cfg)
     bad = tmp_path / "bad.yaml"
     bad.write_text("epochz: 3\n")
     with pytest.raises(ConfigError, match=r"epochz.*bad\.yaml|bad\.yaml.*epochz"):
-        YOLO9(size="t", nc=6).train(**base, cfg=str(bad))
+        Model(YOLO9(size="t", nc=6)).train(**base, cfg=str(bad))
     with pytest.raises(ConfigError, match="no such file"):
-        YOLO9(size="t", nc=6).train(**base, cfg=str(tmp_path / "missing.yaml"))
+        Model(YOLO9(size="t", nc=6)).train(**base, cfg=str(tmp_path / "missing.yaml"))
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="must be a mapping"):
-        YOLO9(size="t", nc=6).train(**base, cfg=str(tmp_path / "list.yaml"))
+        Model(YOLO9(size="t", nc=6)).train(**base, cfg=str(tmp_path / "list.yaml"))
 
 
 def test_cfg_file_for_val(tmp_path):
@@ -197,7 +198,7 @@ def test_mlflow_and_wandb_get_params_metrics_and_files(tiny_shapes, tmp_path, mo
     monkeypatch.setitem(sys.modules, "mlflow", mlflow)
     monkeypatch.setitem(sys.modules, "wandb", wandb)
     monkeypatch.delenv("WANDB_PROJECT", raising=False)
-    out = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=2, mlflow=True, wandb=True, name="exp"))
+    out = Model(YOLO9(size="t", nc=6)).train(**_over(tiny_shapes, tmp_path, epochs=2, mlflow=True, wandb=True, name="exp"))
     (params,), _ = mlflow.named("log_params")[0]
     assert params["epochs"] == 2 and params["name"] == "exp" and params["nbs"] == 8
     steps = [k["step"] for _, k in mlflow.named("log_metrics")]
@@ -217,13 +218,13 @@ def test_missing_mlflow_is_a_warning_not_an_error(tiny_shapes, tmp_path, monkeyp
 
     monkeypatch.setitem(sys.modules, "mlflow", None)
     with caplog.at_level(logging.WARNING):
-        out = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=1, val=False, mlflow=True))
+        out = Model(YOLO9(size="t", nc=6)).train(**_over(tiny_shapes, tmp_path, epochs=1, val=False, mlflow=True))
     assert (Path(out["save_dir"]) / "weights" / "last.pt").is_file()
     assert any("mlflow=True but mlflow is not installed" in r.getMessage() for r in caplog.records)
 
 
 def test_train_with_ram_cache(tiny_shapes, tmp_path):
-    out = YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=1, val=False, cache="ram"))
+    out = Model(YOLO9(size="t", nc=6)).train(**_over(tiny_shapes, tmp_path, epochs=1, val=False, cache="ram"))
     assert (Path(out["save_dir"]) / "weights" / "last.pt").is_file()
     with pytest.raises(ConfigError, match="cache must be"):
-        YOLO9(size="t", nc=6).train(**_over(tiny_shapes, tmp_path, epochs=1, val=False, cache="disk"))
+        Model(YOLO9(size="t", nc=6)).train(**_over(tiny_shapes, tmp_path, epochs=1, val=False, cache="disk"))

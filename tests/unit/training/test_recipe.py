@@ -17,6 +17,7 @@ from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.training.config import TrainConfig
 from libreyolo.training.scheduler import count_optimizer_steps
 from libreyolo.training.trainer import Trainer
+from libreyolo.model import Model
 
 
 def over(data, project, **kw):
@@ -28,7 +29,7 @@ def over(data, project, **kw):
 
 def _model(seed: int = 0) -> YOLO9:
     torch.manual_seed(seed)  # the untrained weights are drawn before train() seeds anything
-    return YOLO9(size="t", nc=6)
+    return Model(YOLO9(size="t", nc=6))
 
 
 def _losses(run: Path) -> list[float]:

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.image import imread
 
 from libreyolo.models.yolo9.family import YOLO9
+from libreyolo.model import Model
 
 PICTURES = ("train_batch0.png", "train_batch1.png", "train_labels.png", "results.png", "confusion_matrix.png",
             "confusion_matrix_normalized.png", "PR_curve.png", "F1_curve.png", "P_curve.png", "R_curve.png",
@@ -21,7 +22,7 @@ def _train(data: Path, project: Path, **kw):
                 optimizer="AdamW", lr0=0.002, verbose=False, tensorboard=False, project=str(project), seed=0,
                 epochs=2)
     args.update(kw)
-    return Path(YOLO9(size="t", nc=6).train(**args)["save_dir"])
+    return Path(Model(YOLO9(size="t", nc=6)).train(**args)["save_dir"])
 
 
 def test_training_writes_pictures_and_validation_losses(tiny_shapes, tmp_path):

@@ -15,6 +15,7 @@ from libreyolo.io.checkpoint import read_checkpoint
 from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.training.config import TrainConfig
 from libreyolo.training.trainer import Trainer
+from libreyolo.model import Model
 
 
 def tiny_overrides(data, project, **kw):
@@ -37,7 +38,7 @@ def _train_loss(row: dict[str, str]) -> float:
 @pytest.fixture(scope="module")
 def trained(tiny_shapes, tmp_path_factory):
     project = tmp_path_factory.mktemp("runs")
-    model = YOLO9(size="t", nc=80)  # the dataset has fewer classes: the head is rebuilt
+    model = Model(YOLO9(size="t", nc=80))  # the dataset has fewer classes: the head is rebuilt
     result = model.train(**tiny_overrides(tiny_shapes, project, epochs=3))
     return model, result, Path(result["save_dir"])
 
@@ -81,7 +82,7 @@ def test_finished_run_strips_last_pt(trained):
 
 def test_second_run_increments_name(trained, tiny_shapes):
     _, _, run = trained
-    t = Trainer(YOLO9(size="t", nc=6), TrainConfig.from_overrides(tiny_overrides(tiny_shapes, run.parent, epochs=1)))
+    t = Trainer(Model(YOLO9(size="t", nc=6)), TrainConfig.from_overrides(tiny_overrides(tiny_shapes, run.parent, epochs=1)))
     t.setup()
     t.teardown()
     assert t.save_dir == run.parent / "train2"
@@ -103,13 +104,13 @@ def test_resume_continues_with_identical_state(tiny_shapes, tmp_path, monkeypatc
     with monkeypatch.context() as m:
         _interrupt_at(m, 1, KeyboardInterrupt())
         with pytest.raises(KeyboardInterrupt):
-            YOLO9(size="t", nc=6).train(**over)
+            Model(YOLO9(size="t", nc=6)).train(**over)
     last = tmp_path / "train" / "weights" / "last.pt"
     saved = read_checkpoint(last)
     assert saved["train_state"]["epoch"] == 0  # interrupted: last.pt stays resumable
     interrupted_size = last.stat().st_size
 
-    t = Trainer(YOLO9(size="t", nc=6), TrainConfig.from_overrides({"resume": True, "project": str(tmp_path)}),
+    t = Trainer(Model(YOLO9(size="t", nc=6)), TrainConfig.from_overrides({"resume": True, "project": str(tmp_path)}),
                 explicit={"resume", "project"})
     t.setup()
     try:
@@ -125,14 +126,14 @@ def test_resume_continues_with_identical_state(tiny_shapes, tmp_path, monkeypatc
     finally:
         t.teardown()
 
-    result = YOLO9(size="t", nc=6).train(resume=str(last))
+    result = Model(YOLO9(size="t", nc=6)).train(resume=str(last))
     assert result["epochs"] == 2 and result["save_dir"] == str(tmp_path / "train")
     assert [r["epoch"] for r in _rows(tmp_path / "train")] == ["1", "2"]
     finished = read_checkpoint(last)  # the resumed run finished: stripped, and nothing is left to resume
     assert "train_state" not in finished and finished["epoch"] == 1
     assert last.stat().st_size < 0.7 * interrupted_size
     with pytest.raises(CheckpointError, match="finished all its epochs"):
-        YOLO9(size="t", nc=6).train(resume=str(last))
+        Model(YOLO9(size="t", nc=6)).train(resume=str(last))
 
 
 def test_crash_between_write_and_rename_keeps_old_last_pt(tiny_shapes, tmp_path, monkeypatch):
@@ -150,7 +151,7 @@ def test_crash_between_write_and_rename_keeps_old_last_pt(tiny_shapes, tmp_path,
 
     monkeypatch.setattr(trainer_mod.Trainer, "_save", crashing_save)
     with pytest.raises((OSError, CheckpointError), match="simulated crash"):  # io may wrap the OSError
-        YOLO9(size="t", nc=6).train(**tiny_overrides(tiny_shapes, tmp_path, epochs=2, val=False, batch=8, nbs=8))
+        Model(YOLO9(size="t", nc=6)).train(**tiny_overrides(tiny_shapes, tmp_path, epochs=2, val=False, batch=8, nbs=8))
     monkeypatch.undo()
     wdir = tmp_path / "train" / "weights"
     ckpt = read_checkpoint(wdir / "last.pt")  # intact and loadable
@@ -160,17 +161,17 @@ def test_crash_between_write_and_rename_keeps_old_last_pt(tiny_shapes, tmp_path,
 
 def test_unknown_key_suggests_and_fused_model_refuses(tiny_shapes, tmp_path):
     with pytest.raises(ConfigError, match="Did you mean 'epochs'"):
-        YOLO9(size="t", nc=6).train(epoch=3)
+        Model(YOLO9(size="t", nc=6)).train(epoch=3)
     with pytest.raises(ConfigError, match="Did you mean 'weight_decay'"):
         TrainConfig.from_overrides({"weight_decy": 0.1})
-    model = YOLO9(size="t", nc=6).fuse()
+    model = Model(YOLO9(size="t", nc=6)).fuse()
     with pytest.raises(ConfigError, match="fused"):
         model.train(**tiny_overrides(tiny_shapes, tmp_path, epochs=1))
     assert not (tmp_path / "train").exists()
 
 
 def test_cuda_graph_flag_is_safe_on_cpu(tiny_shapes, tmp_path, caplog):
-    t = Trainer(YOLO9(size="t", nc=6),
+    t = Trainer(Model(YOLO9(size="t", nc=6)),
                 TrainConfig.from_overrides(tiny_overrides(tiny_shapes, tmp_path, epochs=1, cuda_graph=True)))
     with caplog.at_level(logging.INFO):
         t.setup()
@@ -180,10 +181,10 @@ def test_cuda_graph_flag_is_safe_on_cpu(tiny_shapes, tmp_path, caplog):
 
 
 def test_result_reports_why_cuda_graph_did_not_run(tiny_shapes, tmp_path):
-    out = YOLO9(size="t", nc=6).train(**tiny_overrides(tiny_shapes, tmp_path, epochs=1, cuda_graph=True, val=False))
+    out = Model(YOLO9(size="t", nc=6)).train(**tiny_overrides(tiny_shapes, tmp_path, epochs=1, cuda_graph=True, val=False))
     info = out["cuda_graph"]
     assert info["enabled"] is False and "cpu" in info["reason"] and info["graphs"] == []
-    assert "cuda_graph" not in YOLO9(size="t", nc=6).train(
+    assert "cuda_graph" not in Model(YOLO9(size="t", nc=6)).train(
         **tiny_overrides(tiny_shapes, tmp_path, epochs=1, val=False, name="plain"))
 
 
@@ -207,7 +208,7 @@ def test_no_autograd_graph_outlives_its_step(tiny_shapes, tmp_path):
     and loss before the next forward. A probe in the capture's place checks that on the CPU."""
     import weakref
 
-    t = Trainer(YOLO9(size="t", nc=6), TrainConfig.from_overrides(tiny_overrides(tiny_shapes, tmp_path, epochs=1)))
+    t = Trainer(Model(YOLO9(size="t", nc=6)), TrainConfig.from_overrides(tiny_overrides(tiny_shapes, tmp_path, epochs=1)))
     t.setup()
     previous: list[weakref.ref] = []
     calls = []
@@ -248,7 +249,7 @@ def test_non_finite_batches_are_skipped_and_left_out_of_the_means(tiny_shapes, t
     import libreyolo.training.trainer as trainer_module
 
     monkeypatch.setattr(trainer_module, "REFRESH_EVERY", 3)
-    t = Trainer(YOLO9(size="t", nc=6), TrainConfig.from_overrides(
+    t = Trainer(Model(YOLO9(size="t", nc=6)), TrainConfig.from_overrides(
         tiny_overrides(tiny_shapes, tmp_path, epochs=1, batch=1, nbs=1, val=False)))
     t.setup()
     if scaler:

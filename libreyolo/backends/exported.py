@@ -1,11 +1,11 @@
 """What every exported-model backend shares: ``LibreYOLO("x.onnx" | "x.torchscript" | ...)``.
 
-A backend subclass opens the file and runs it (:meth:`ExportedModel._run`: float32 numpy or
-torch batch -> output tensors). This base gives it the API and Results of a PyTorch model:
-``predict`` / ``__call__`` with the same keywords, ``val`` (the validator runs it through
-:attr:`ExportedModel.net`, a module that calls the runtime), ``names``, ``imgsz``... The file's
-``libreyolo`` metadata restores family, size, class names, input size and what the graph
-returns (its ``head``):
+A backend subclass opens the file and runs it (:meth:`ExportedBackend._run`: float32 numpy or
+torch batch -> output tensors). ``LibreYOLO`` wraps it in the same :class:`~libreyolo.model.Model`
+as a PyTorch network, so ``predict`` / ``__call__`` / ``track`` / ``val`` take the same keywords
+and give the same Results; the validator runs it through :attr:`ExportedBackend.net`, a module
+that calls the runtime. The file's ``libreyolo`` metadata restores family, size, class names,
+input size and what the graph returns (its ``head``):
 
 - ``raw``: the family's own eager postprocess decodes the outputs, as in PyTorch prediction;
 - ``decode``: the graph returns the family's fixed-size candidates; only thresholding, ``classes``,
@@ -16,7 +16,6 @@ returns (its ``head``):
 
 from __future__ import annotations
 
-import inspect
 import logging
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ class RuntimeNet(nn.Module):
     """``net(x)`` for code that runs a network (the validator): calls the backend's runtime.
     Holds one empty parameter so that ``next(net.parameters()).device`` answers the CPU."""
 
-    def __init__(self, owner: ExportedModel) -> None:
+    def __init__(self, owner: ExportedBackend) -> None:
         super().__init__()
         self._owner = [owner]
         self.anchor = nn.Parameter(torch.zeros(0), requires_grad=False)
@@ -43,10 +42,13 @@ class RuntimeNet(nn.Module):
         return self._owner[0].forward(x)
 
 
-class ExportedModel:
+class ExportedBackend:
     """Base of the exported-model backends; ``meta`` is the export's metadata dict."""
 
     FORMAT = ""
+    kind = "exported"
+    exported = True
+    DECODE_TOPK = 0  # a decode inside the export is its head ("decode"); the predictor never adds one
 
     def __init__(self, path: str | Path, meta: dict[str, Any]) -> None:
         from ..registry import get_family
@@ -80,16 +82,19 @@ class ExportedModel:
     net = property(lambda self: self._net)
     device = property(lambda self: torch.device("cpu"))
 
-    def to(self, device: Any) -> ExportedModel:
+    def to(self, device: Any) -> ExportedBackend:
         return self  # the runtime's device was chosen at load time
 
     def train_stages(self) -> None:
         return None
 
-    def forward(self, x: Tensor, *, cuda_graph: Any = False, amp_dtype: Any = None) -> list[Tensor]:
+    def forward(self, x: Tensor, *, cuda_graph: Any = False, amp_dtype: Any = None,
+                decoded: bool = False) -> list[Tensor]:
         """Tensor[B, 3, H, W] float in [0, 1] -> the graph's outputs as float32 CPU tensors."""
         if cuda_graph is not False:
             raise ConfigError(f"cuda_graph applies to PyTorch models; {self.FORMAT} models run as exported")
+        if decoded:
+            raise ConfigError(f"a {self.FORMAT} export returns what its head was exported as ({self.head!r})")
         if self.fixed_hw is not None and tuple(x.shape[2:]) != self.fixed_hw:
             raise ConfigError(f"this {self.FORMAT} export was made for imgsz={list(self.fixed_hw)}; pass that "
                               "imgsz or export with dynamic=True")
@@ -143,45 +148,26 @@ class ExportedModel:
                 logger.warning("%s: NMS is inside this export with %s=%s; the %s=%s asked for has no effect",
                                Path(self.path).name, key, baked, key, asked)
 
-    def _options(self, kw: dict[str, Any], signature_of: Any, skip: tuple[str, ...]) -> Any:
-        """``PredictOptions`` from ``kw`` with the defaults of the PyTorch method ``signature_of``."""
-        from ..engine.predictor import PredictOptions
-        from ..errors import check_keys
+    # what a model asks of its backend ---------------------------------------------------------
+    def prepared(self, *, half: bool = False, fuse: bool = True) -> ExportedBackend:
+        """An export is prepared as it was exported: itself."""
+        return self
 
-        defaults = {k: v.default for k, v in inspect.signature(signature_of).parameters.items()
-                    if k not in ("self", "source", "stream", *skip)}
-        check_keys(kw, defaults, what=signature_of.__name__)
-        if self.fixed_hw is not None and "rect" not in kw:
-            kw = {**kw, "rect": False}  # a fixed-shape export takes only its own (square) imgsz
-        return PredictOptions.build(model=self, **{**defaults, **kw})
+    def fuse(self) -> None:
+        """An export was fused (or not) when it was written; nothing to do."""
 
-    def predict(self, source: Any = None, **kw: Any) -> Any:
-        """Same arguments as :meth:`Family.predict` (``cuda_graph`` must stay False)."""
-        from ..engine.predictor import predict
-        from ..models._base.family import Family
+    def invalidate(self, reason: str) -> None:
+        """An export holds no CUDA graphs; nothing to drop."""
 
-        stream = kw.pop("stream", False)
-        gen = predict(self, source, self._options(kw, Family.predict, ()))
-        return gen if stream else list(gen)
+    drop_prepared = release = invalidate
 
-    __call__ = predict
+    def predict_options(self, kw: dict[str, Any]) -> dict[str, Any]:
+        """A fixed-shape export takes only its own (square) imgsz: no rectangular letterbox."""
+        return {**kw, "rect": False} if self.fixed_hw is not None else kw
 
-    def track(self, source: Any = None, **kw: Any) -> Any:
-        """Same arguments as :meth:`Family.track`: detection by the export, tracking in Python."""
-        from ..models._base.family import Family
-        from ..trackers.track import track
-
-        stream = kw.pop("stream", False)
-        persist, tracker = kw.pop("persist", False), kw.pop("tracker", "bytetrack")
-        gen = track(self, source, self._options(kw, Family.track, ("persist", "tracker")), tracker=tracker,
-                    persist=persist)
-        return gen if stream else list(gen)
-
-    def val(self, **overrides: Any) -> dict[str, float]:
-        """Validate the exported model on a dataset, as :meth:`Family.val` (same keys). A fixed-shape
-        export validates at its own ``imgsz`` (default) and batch 1 runs image by image."""
-        from ..engine.validator import validate
-
+    def val_overrides(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """A fixed-shape export validates at its own ``imgsz`` (default) and batch 1 runs image by
+        image; ``half`` is refused (the export runs in the precision it was exported in)."""
         if self.fixed_hw is not None:
             want = int(self.fixed_hw[0])
             if self.fixed_hw[0] != self.fixed_hw[1]:
@@ -193,17 +179,20 @@ class ExportedModel:
         if overrides.get("half"):
             raise ConfigError(f"half applies to PyTorch models; a {self.FORMAT} export runs in the precision "
                               "it was exported in")
-        return validate(self, overrides)
+        return overrides
 
-    def train(self, **overrides: Any) -> Any:
-        raise ConfigError(f"{Path(self.path).name} is an exported {self.FORMAT} model and cannot train; train the "
-                          "PyTorch weights (.pt) and export again")
+    def refuse(self, verb: str) -> None:
+        """Raise for what an exported model cannot do (train, export, save, quantize, capture)."""
+        name = Path(self.path).name
+        if verb == "train":
+            raise ConfigError(f"{name} is an exported {self.FORMAT} model and cannot train; train the "
+                              "PyTorch weights (.pt) and export again")
+        if verb == "export":
+            from ..errors import ExportError
 
-    def export(self, **overrides: Any) -> Path:
-        from ..errors import ExportError
-
-        raise ExportError(f"{Path(self.path).name} is already an exported {self.FORMAT} model; export from the "
-                          "PyTorch weights (.pt) instead")
+            raise ExportError(f"{name} is already an exported {self.FORMAT} model; export from the "
+                              "PyTorch weights (.pt) instead")
+        raise ConfigError(f"{verb} applies to PyTorch models; {name} is an exported {self.FORMAT} model")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, family={self.FAMILY!r}, head={self.head!r})"

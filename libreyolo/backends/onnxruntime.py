@@ -1,7 +1,7 @@
 """Prediction backed by ONNX Runtime: ``LibreYOLO("model.onnx")``.
 
 The returned object has the same ``predict``/``__call__``/``val`` API and Results as a PyTorch
-model (:class:`~libreyolo.export.backend.ExportedModel`). The ONNX file's ``libreyolo`` metadata
+model (:class:`~libreyolo.backends.exported.ExportedBackend`). The ONNX file's ``libreyolo`` metadata
 restores family, size, class names, input size and what the graph returns (raw outputs decoded
 by the family's eager postprocess, or the decode / NMS inside the graph).
 """
@@ -16,7 +16,7 @@ from typing import Any
 from torch import Tensor
 
 from ..errors import CheckpointError
-from .backend import ExportedModel
+from .exported import ExportedBackend
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     return json.loads(props["libreyolo"])
 
 
-class OnnxModel(ExportedModel):
+class OnnxBackend(ExportedBackend):
     """A model whose network runs in ONNX Runtime (CUDA provider when present, else CPU)."""
 
     FORMAT = "ONNX"
@@ -66,5 +66,5 @@ class OnnxModel(ExportedModel):
         return self._as_tensors(self.session.run(self.output_names, {self.input_name: x.numpy()}))
 
     def __repr__(self) -> str:
-        return f"OnnxModel({self.path!r}, family={self.FAMILY!r}, head={self.head!r}, " \
+        return f"OnnxBackend({self.path!r}, family={self.FAMILY!r}, head={self.head!r}, " \
                f"providers={self.session.get_providers()})"

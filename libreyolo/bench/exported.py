@@ -59,8 +59,9 @@ def benchmark_exported(*, model: str | Path, imgsz: int | str | Sequence[int] | 
         >>> benchmark_exported(model="LibreYOLO9t.onnx", batch="1,4", iters=10)  # doctest: +SKIP
     """
     from ..assets import SAMPLE_IMAGE
+    from ..export.registry import format_of_path
+    from ..model import LibreYOLO
     from ..ops.letterbox import check_imgsz
-    from .registry import format_of_path
 
     fmt = format_of_path(model)
     if fmt is None:
@@ -71,7 +72,7 @@ def benchmark_exported(*, model: str | Path, imgsz: int | str | Sequence[int] | 
         raise ConfigError("half applies to PyTorch models; an export runs in the precision it was exported in")
     if warmup < 0 or iters < 1:
         raise ConfigError("warmup must be >= 0 and iters >= 1")
-    loaded = fmt.load_backend()(str(model), device=device)
+    loaded = LibreYOLO(str(model), device=device)
     if isinstance(imgsz, str):
         imgsz = [int(v) for v in imgsz.split(",")]
     size = imgsz if imgsz is not None else (list(loaded.fixed_hw) if loaded.fixed_hw else loaded.imgsz)

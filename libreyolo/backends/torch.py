@@ -1,0 +1,207 @@
+"""The PyTorch backend: a family's network run eagerly or replayed from CUDA graphs.
+
+A :class:`TorchBackend` owns what running a :class:`~libreyolo.models._base.family.Family`'s
+network needs beyond the architecture: its prediction graphs
+(:class:`~libreyolo.graphs.runner.PredictGraphs`, created on first use) and its prepared
+inference twin (:mod:`libreyolo.models._base.inference`: fused, cast once to half precision,
+channels-last where it wins), which is a family of its own with a backend of its own, so its
+graphs are its own too.
+
+Reads of architecture attributes (``net``, ``postprocess``, ``DECODE_TOPK``, ``names``...) fall
+through to the family, so code that runs "a model" (the predictor, the validator, the parity
+harness) can be handed a backend or a :class:`~libreyolo.model.Model` alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from ..device import select_device
+from ..graphs.runner import PredictGraphs, check_policy
+from ..graphs.seam import run_eager  # noqa: F401 - the eager contract (re-exported for callers)
+from ..models._base.inference import (
+    Fingerprint,
+    PrepSpec,
+    build_twin,
+    channels_last,
+    half_dtype,
+    input_dtype,
+    prep_spec,
+)
+
+if TYPE_CHECKING:
+    from ..models._base.family import Family
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TorchBackend"]
+
+
+class TorchBackend:
+    """Runs ``family.net``: eager, or from CUDA graphs under ``cuda_graph=True/"auto"`` (G-3).
+
+    Example:
+        >>> from libreyolo.models.yolo9.family import YOLO9
+        >>> backend = TorchBackend(YOLO9(size="t", nc=2))
+        >>> raw = backend.forward(torch.zeros(1, 3, 64, 64))
+        >>> len(raw)
+        3
+    """
+
+    kind = "torch"
+    exported = False  # a PyTorch network: trainable, exportable, capturable
+
+    def __init__(self, family: Family) -> None:
+        self.family = family
+        self._graphs: PredictGraphs | None = None
+        self._prep: _Prepared | None = None
+
+    def __getattr__(self, name: str) -> Any:  # architecture attributes come from the family
+        if name.startswith("__") or name in ("family", "_graphs", "_prep"):
+            raise AttributeError(name)
+        return getattr(self.family, name)
+
+    # ------------------------------------------------------------------ network step
+    @property
+    def device(self) -> torch.device:
+        return self.family.device
+
+    def forward(self, x: Tensor, *, cuda_graph: Any = False, amp_dtype: torch.dtype | None = None,
+                decoded: bool = False) -> Any:
+        """Run the network on a preprocessed batch (Tensor[B, 3, H, W] float in [0, 1]).
+
+        With ``cuda_graph`` True/"auto" the capturable stages replay from CUDA graphs; with
+        ``decoded`` the family's decode follows the network (in the same graph)."""
+        policy = check_policy(cuda_graph)
+        if policy is False:
+            return self.family.eager_forward(x, amp_dtype=amp_dtype, decoded=decoded)
+        return self.graphs.run(x, policy=policy, amp_dtype=amp_dtype, decoded=decoded)
+
+    def eager_forward(self, x: Tensor, *, amp_dtype: torch.dtype | None = None, decoded: bool = False) -> Any:
+        """The eager contract every replay must equal bit for bit."""
+        return self.family.eager_forward(x, amp_dtype=amp_dtype, decoded=decoded)
+
+    # ------------------------------------------------------------------ CUDA graphs
+    @property
+    def graphs(self) -> PredictGraphs:
+        if self._graphs is None:
+            self._graphs = PredictGraphs(self.family)
+        return self._graphs
+
+    def use_graphs(self, graphs: PredictGraphs) -> None:
+        """Replace this backend's graph runner (the parity harness and benchmarks force capture
+        on families that have not opted in: ``PredictGraphs(family, force=True)``)."""
+        if self._graphs is not None:
+            self._graphs.release()
+        self._graphs = graphs
+
+    def invalidate(self, reason: str) -> None:
+        """Drop captured graphs (parameters moved or were replaced) and the prepared twin."""
+        if self._graphs is not None:
+            self._graphs.invalidate(reason)
+        self.drop_prepared()
+
+    def release(self) -> None:
+        """Free every captured graph and its memory pool (the prepared twin's too)."""
+        if self._graphs is not None:
+            self._graphs.release()
+        twin = self._prep.twin if self._prep is not None else None
+        if twin is not None and twin is not self:
+            twin.release()
+
+    # ------------------------------------------------------------------ state
+    def to(self, device: str | torch.device) -> TorchBackend:
+        """Move the network; moving relocates parameters, so captured graphs are dropped (G-8)."""
+        device = select_device(device)
+        if device != self.family.device:
+            self.invalidate(f"model moved from {self.family.device} to {device}")
+            self.family.to(device)
+        return self
+
+    def fuse(self) -> None:
+        """Fuse the family's network in place (parameters replaced: graphs are dropped first)."""
+        if not self.family.fused:
+            if getattr(self.family.net, "fuse", None) is not None:
+                self.invalidate("model fused (parameters replaced)")
+            self.family.fuse()
+
+    # ------------------------------------------------------------------ the prepared twin
+    def prepared(self, *, half: bool = False, fuse: bool = True) -> TorchBackend:
+        """The backend of the inference twin ``predict()`` runs (fused unless ``fuse=False``,
+        cast once to half precision when ``half``, channels-last where the family measured it
+        wins); built on first use and rebuilt when the weights change. Itself when nothing needs
+        preparing."""
+        if getattr(self.family, "is_twin", False):
+            return self
+        if self._prep is None:
+            self._prep = _Prepared(self)
+        return self._prep.get(prep_spec(self.family, half=half, fuse=fuse))
+
+    def drop_prepared(self) -> None:
+        if self._prep is not None:
+            self._prep.drop()
+
+    def capture(self, *, imgsz: Any, batch: int, dtype: torch.dtype | None, half: bool | None,
+                fuse: bool) -> dict[str, Any]:
+        """Capture, on the prepared twin, the graph ``predict`` replays (network + decode) for a
+        ``(batch, 3, *imgsz)`` input, under autocast where the twin keeps fp32 weights for
+        ``half`` (as predict does); returns its ``graph_info()`` row."""
+        from ..errors import ConfigError
+        from ..ops.letterbox import check_imgsz
+
+        fam = self.family
+        hw = check_imgsz(imgsz if imgsz is not None else fam.imgsz, stride=fam.stride)
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ConfigError(f"batch must be a positive int, got {batch!r}")
+        if half is None:
+            half = dtype is not None and dtype != torch.float32
+        twin = self.prepared(half=bool(half), fuse=fuse)
+        fmt = torch.channels_last if channels_last(twin.family) else torch.contiguous_format
+        amp = half_dtype(fam.device) if half and input_dtype(twin.family) == torch.float32 else None
+        return twin.graphs.capture((batch, 3, *hw), amp_dtype=amp, input_dtype=input_dtype(twin.family),
+                                   decoded=bool(fam.DECODE_TOPK), memory_format=fmt)
+
+    def graph_info(self) -> dict[str, Any]:
+        """The prepared twin's graphs once it exists (else this backend's own), with a
+        ``prepared`` entry saying how the twin was prepared."""
+        twin = self._prep.twin if self._prep is not None else None
+        own_twin = twin is not None and twin is not self
+        info = (twin.graphs if own_twin and twin._graphs is not None else self.graphs).info()
+        if twin is not None:
+            t = twin.family
+            info["prepared"] = {"fused": bool(t.fused), "dtype": str(input_dtype(t)).removeprefix("torch."),
+                                "channels_last": channels_last(t), "decode_in_graph": bool(t.DECODE_TOPK)}
+        return info
+
+    def __repr__(self) -> str:
+        return f"TorchBackend({self.family!r})"
+
+
+class _Prepared:
+    """The cached twin backend of one backend and what it was prepared from."""
+
+    def __init__(self, owner: TorchBackend) -> None:
+        self.owner = owner
+        self.spec: PrepSpec | None = None
+        self.twin: TorchBackend | None = None
+        self.fingerprint: Fingerprint | None = None
+
+    def get(self, spec: PrepSpec) -> TorchBackend:
+        fam = self.owner.family
+        if (self.twin is None or self.spec != spec or self.fingerprint is None
+                or self.fingerprint.stale(fam.net)):
+            self.drop()
+            twin = build_twin(fam, spec)
+            self.twin = self.owner if twin is fam else TorchBackend(twin)
+            self.spec = spec
+            self.fingerprint = Fingerprint(fam.net)
+        return self.twin
+
+    def drop(self) -> None:
+        if self.twin is not None and self.twin is not self.owner:
+            self.twin.release()
+        self.twin, self.spec, self.fingerprint = None, None, None

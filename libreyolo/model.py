@@ -1,0 +1,420 @@
+"""The model a user holds: what ``LibreYOLO(...)`` returns.
+
+A :class:`Model` owns a :class:`~libreyolo.models._base.family.Family` (the architecture: its
+network, postprocess, criterion, capabilities) and a backend that runs the network
+(:class:`~libreyolo.backends.torch.TorchBackend`: eager or CUDA-graph replay, with its prepared
+inference twin). It offers the verbs: ``predict``/``track``, ``train``, ``val``, ``export``,
+``quantize``, ``capture_graph``, ``save``. This is the one module that brings the engine,
+training, export, quantization and checkpoint I/O together; nothing below it imports it.
+
+Attributes of the architecture (``net``, ``names``, ``nc``, ``size``, ``FAMILY``, ``imgsz``...)
+read and write through to the family, so ``model.net`` and ``model.names`` are what they always
+were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from .backends.torch import TorchBackend
+from .errors import CheckpointError, ConfigError, keyword_checked
+from .models._base.family import CudaGraphPolicy, Family
+
+if TYPE_CHECKING:
+    from .engine.results import Results
+
+__all__ = ["LibreYOLO", "Model"]
+
+_OWN = frozenset({"family", "backend"})
+
+
+class Model:
+    """A family plus the backend that runs it, with the user verbs.
+
+    Example:
+        >>> from libreyolo.model import Model
+        >>> from libreyolo.models.yolo9.family import YOLO9
+        >>> m = Model(YOLO9(size="t", nc=3))
+        >>> m.FAMILY, m.nc, m.family.nc
+        ('yolo9', 3, 3)
+    """
+
+    def __init__(self, family: Family, backend: Any = None) -> None:
+        if not isinstance(family, Family):
+            raise ConfigError(f"Model() takes a Family, got {type(family).__name__}")
+        if backend is not None and getattr(backend, "family", None) is not family:
+            raise ConfigError("Model(family, backend): the backend runs another family")
+        object.__setattr__(self, "family", family)
+        object.__setattr__(self, "backend", backend if backend is not None else TorchBackend(family))
+
+    def __getattr__(self, name: str) -> Any:
+        # what runs the network (net, postprocess, device of an export) comes from the backend,
+        # which passes architecture attributes (names, nc, FAMILY...) on to the family
+        if name.startswith("__") or name in _OWN:
+            raise AttributeError(name)
+        return getattr(self.backend, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:  # ... and write through to it
+        if name in _OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.family, name, value)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(dir(self.family)))
+
+    # ------------------------------------------------------------------ device / state
+    @property
+    def device(self) -> torch.device:
+        return self.backend.device
+
+    def to(self, device: str | torch.device) -> Model:
+        """Move the model. Moving relocates parameters, so captured graphs are dropped (G-8)."""
+        self.backend.to(device)
+        return self
+
+    def fuse(self) -> Model:
+        """Fold BatchNorm into convolutions and merge re-parameterisable branches for inference.
+
+        Parameters are replaced, so captured graphs are dropped. A fused model cannot train.
+        """
+        self.backend.fuse()
+        return self
+
+    def prepared(self, *, half: bool = False, fuse: bool = True) -> TorchBackend:
+        """The inference twin ``predict()`` runs, as a backend: fused (unless ``fuse=False``),
+        cast once to half precision when ``half`` (float16 on CUDA, bfloat16 on CPU),
+        channels-last where the family measured it wins. Built on first use and rebuilt when the
+        weights change; this model's own network, training and checkpoints are untouched (see
+        :mod:`libreyolo.models._base.inference`).
+
+        Example:
+            >>> twin = LibreYOLO("LibreYOLO9t.pt").prepared(half=False)  # doctest: +SKIP
+            >>> twin.fused  # doctest: +SKIP
+            True
+        """
+        return self.backend.prepared(half=half, fuse=fuse)
+
+    def invalidate_graphs(self, reason: str) -> None:
+        """Drop captured graphs (parameters moved or were replaced), the prepared twin's too."""
+        self.backend.invalidate(reason)
+
+    def load_weights(self, state_dict: dict[str, Tensor], *, strict: bool = True) -> None:
+        """Copy weights into the existing parameters (addresses kept, graphs stay valid)."""
+        from .io.checkpoint import load_state_into
+
+        load_state_into(self.family, state_dict, strict=strict)
+        self.backend.drop_prepared()
+
+    def save(self, path: str | Path, **extra: Any) -> Path:
+        """Write a checkpoint (weights + metadata), atomically."""
+        from .io.checkpoint import save_model
+
+        self._refuse("save")
+        return save_model(self.family, Path(path), extra=extra)
+
+    def info(self) -> dict[str, Any]:
+        return self.family.info()
+
+    def __repr__(self) -> str:
+        return repr(self.backend) if self.backend.exported else repr(self.family)
+
+    def _refuse(self, verb: str) -> None:
+        refuse = getattr(self.backend, "refuse", None)
+        if refuse is not None:
+            refuse(verb)
+
+    # ------------------------------------------------------------------ network step
+    def forward(self, x: Tensor, *, cuda_graph: CudaGraphPolicy = False, amp_dtype: torch.dtype | None = None,
+                decoded: bool = False) -> Any:
+        """Run the network on a preprocessed batch (Tensor[B, 3, H, W] float in [0, 1]).
+
+        With ``cuda_graph`` True/"auto" the capturable stages replay from CUDA graphs. With
+        ``decoded`` the family's :meth:`~libreyolo.models._base.family.Family.decode` follows
+        the network (in the same graph).
+        """
+        return self.backend.forward(x, cuda_graph=cuda_graph, amp_dtype=amp_dtype, decoded=decoded)
+
+    def eager_forward(self, x: Tensor, *, amp_dtype: torch.dtype | None = None, decoded: bool = False) -> Any:
+        """The eager contract every replay must equal bit for bit."""
+        return self.family.eager_forward(x, amp_dtype=amp_dtype, decoded=decoded)
+
+    # ------------------------------------------------------------------ CUDA graphs (G-3)
+    @property
+    def graphs(self) -> Any:
+        """This model's prediction graphs (:class:`~libreyolo.graphs.runner.PredictGraphs`)."""
+        return self.backend.graphs
+
+    def capture_graph(
+        self, imgsz: int | tuple[int, int] | None = None, batch: int = 1, dtype: torch.dtype | None = None,
+        *, half: bool | None = None, fuse: bool = True,
+    ) -> dict[str, Any]:
+        """Capture the prediction graph for one input shape ahead of the first request.
+
+        The graph is the one ``predict(cuda_graph=...)`` replays: the prepared model (fused; cast
+        to half when ``half=True`` or ``dtype`` is a half dtype) with the family's decode inside.
+        ``imgsz`` is the *network input* size: ``predict`` letterboxes a single image to the
+        smallest stride-multiple rectangle (a 640x480 photo runs at (480, 640)), so capture that.
+
+        Example:
+            >>> model = LibreYOLO("LibreYOLO9t.pt").to("cuda")  # doctest: +SKIP
+            >>> model.capture_graph(imgsz=(480, 640), batch=1, half=True)  # doctest: +SKIP
+        """
+        self._refuse("capture_graph")
+        return self.backend.capture(imgsz=imgsz, batch=batch, dtype=dtype, half=half, fuse=fuse)
+
+    def graph_info(self) -> dict[str, Any]:
+        """Captured graphs (shape, dtype, device, replays, capture ms) and eager-fallback reasons.
+
+        After ``predict`` these are the prepared model's graphs (see :meth:`prepared`)."""
+        return self.backend.graph_info()
+
+    def release_graphs(self) -> None:
+        """Free every captured graph and its memory pool (the prepared model's too)."""
+        self.backend.release()
+
+    # ------------------------------------------------------------------ user API
+    @keyword_checked("predict")
+    def predict(
+        self,
+        source: Any = None,
+        *,
+        conf: float = 0.25,
+        iou: float = 0.7,
+        imgsz: int | tuple[int, int] | None = None,
+        classes: list[int] | None = None,
+        max_det: int = 300,
+        device: str | torch.device | None = None,
+        batch: int = 1,
+        save: bool = False,
+        save_dir: str | Path | None = None,
+        stream: bool = False,
+        cuda_graph: CudaGraphPolicy = False,
+        half: bool = False,
+        agnostic_nms: bool = False,
+        bgr: bool = True,
+        fuse: bool = True,
+        rect: bool = True,
+        vid_stride: int = 1,
+        save_txt: bool = False,
+        save_conf: bool = False,
+        save_crop: bool = False,
+        line_width: int | None = None,
+        show: bool = False,
+        verbose: bool = False,
+    ) -> list[Results] | Iterator[Results]:
+        """Detect objects in ``source`` (path, folder, glob, ``.txt`` list, PIL, numpy, tensor,
+        video, webcam index, stream URL: :mod:`libreyolo.engine.sources`).
+
+        Runs the prepared model (:meth:`prepared`): fused unless ``fuse=False``; ``half=True``
+        casts its weights once to float16 (CUDA) / bfloat16 (CPU). ``rect=True`` letterboxes a
+        single image (or a batch of same-sized images) to the smallest stride-multiple rectangle;
+        ``rect=False`` always to the square ``imgsz``. ``Results.speed`` holds milliseconds per
+        image for ``preprocess``, ``inference``, ``postprocess`` and ``results``; they add up to
+        the call.
+
+        Outputs (:class:`~libreyolo.engine.saving.ResultWriter`): ``save`` writes annotated
+        images to ``save_dir`` (default ``runs/<task>/predict<N>``), a video source as one video
+        file (``<stem>.mp4``, ``.avi`` where mp4 cannot be written); ``save_txt`` YOLO label lines
+        under ``labels/`` (with the confidence when ``save_conf``); ``save_crop`` each box's crop
+        under ``crops/<class>/``; ``line_width`` the outline width drawn; ``show`` a window per
+        image where a display exists. ``vid_stride`` reads every n-th video / stream frame. Use
+        ``stream=True`` for webcams and long videos (results one at a time, constant memory).
+        ``verbose=True`` logs one line per image (objects found, milliseconds).
+
+        Example:
+            >>> from libreyolo import LibreYOLO, SAMPLE_IMAGE
+            >>> results = LibreYOLO("LibreYOLO9t.pt")(SAMPLE_IMAGE, conf=0.25)
+            >>> results[0].boxes.xyxy.shape[-1]
+            4
+        """
+        from .engine.predictor import predict
+
+        opts = self._options(dict(
+            conf=conf, iou=iou, imgsz=imgsz, classes=classes, max_det=max_det,
+            device=device, batch=batch, save=save, save_dir=save_dir, cuda_graph=cuda_graph,
+            half=half, agnostic_nms=agnostic_nms, bgr=bgr, fuse=fuse, rect=rect, vid_stride=vid_stride,
+            save_txt=save_txt, save_conf=save_conf, save_crop=save_crop, line_width=line_width, show=show,
+            verbose=verbose,
+        ))
+        gen = predict(self, source, opts)
+        return gen if stream else list(gen)
+
+    __call__ = predict
+
+    def _options(self, kw: dict[str, Any]) -> Any:
+        from .engine.predictor import PredictOptions
+
+        adjust = getattr(self.backend, "predict_options", None)
+        return PredictOptions.build(model=self, **(adjust(kw) if adjust is not None else kw))
+
+    @keyword_checked("track")
+    def track(
+        self,
+        source: Any = None,
+        *,
+        persist: bool = False,
+        tracker: str | Path | Any = "bytetrack",
+        conf: float = 0.1,
+        iou: float = 0.7,
+        imgsz: int | tuple[int, int] | None = None,
+        classes: list[int] | None = None,
+        max_det: int = 300,
+        device: str | torch.device | None = None,
+        batch: int = 1,
+        save: bool = False,
+        save_dir: str | Path | None = None,
+        stream: bool = False,
+        cuda_graph: CudaGraphPolicy = False,
+        half: bool = False,
+        agnostic_nms: bool = False,
+        bgr: bool = True,
+        fuse: bool = True,
+        rect: bool = True,
+        vid_stride: int = 1,
+        save_txt: bool = False,
+        save_conf: bool = False,
+        save_crop: bool = False,
+        line_width: int | None = None,
+        show: bool = False,
+        verbose: bool = False,
+    ) -> list[Results] | Iterator[Results]:
+        """Detect and track objects over the frames of ``source`` (a video, webcam, stream, or
+        frames passed one call at a time with ``persist=True``); :mod:`libreyolo.trackers`.
+
+        Each result keeps the boxes on a confirmed track, with ``boxes.id`` (int64 track ids,
+        ``boxes.is_track`` True); ``plot()`` draws the ids. ``tracker`` is ``"bytetrack"``, a
+        YAML file of :class:`~libreyolo.trackers.ByteTrackConfig` keys, or such a config;
+        ``persist=True`` keeps the tracks from the previous call. ``conf`` defaults to 0.1 so
+        that ByteTrack's low-score association sees the weak detections. The other keywords are
+        those of :meth:`predict`.
+
+        Example:
+            >>> model = LibreYOLO("LibreYOLO9t.pt")  # doctest: +SKIP
+            >>> for r in model.track("clip.mp4", stream=True):  # doctest: +SKIP
+            ...     print(r.frame, r.boxes.id.tolist())
+        """
+        from .trackers.track import track
+
+        opts = self._options(dict(
+            conf=conf, iou=iou, imgsz=imgsz, classes=classes, max_det=max_det,
+            device=device, batch=batch, save=save, save_dir=save_dir, cuda_graph=cuda_graph,
+            half=half, agnostic_nms=agnostic_nms, bgr=bgr, fuse=fuse, rect=rect, vid_stride=vid_stride,
+            save_txt=save_txt, save_conf=save_conf, save_crop=save_crop, line_width=line_width, show=show,
+            verbose=verbose,
+        ))
+        gen = track(self, source, opts, tracker=tracker, persist=persist)
+        return gen if stream else list(gen)
+
+    def train(self, **overrides: Any) -> dict[str, Any]:
+        """Train on a YOLO-format dataset; keys as in :class:`libreyolo.training.config.TrainConfig`.
+
+        Example:
+            >>> model = LibreYOLO("LibreYOLO9t.pt")  # doctest: +SKIP
+            >>> model.train(data="shapes", epochs=1, imgsz=320)  # doctest: +SKIP
+        """
+        from .training.trainer import train
+
+        self._refuse("train")
+        self.backend.drop_prepared()  # the inference twin (a copy of the network and its graphs) is rebuilt after
+        return train(self, overrides)
+
+    def val(self, **overrides: Any) -> dict[str, float]:
+        """Validate on a dataset; returns COCO-style metrics (mAP50-95, mAP50, precision, recall)."""
+        from .engine.validator import validate
+
+        adjust = getattr(self.backend, "val_overrides", None)
+        return validate(self, adjust(overrides) if adjust is not None else overrides)
+
+    def export(self, **overrides: Any) -> Path:
+        """Export the network (e.g. ``format="onnx"``); the exported graph holds portable math."""
+        from .export import export
+
+        self._refuse("export")
+        return export(self, overrides)
+
+    # quantization (libreyolo/quant) ---------------------------------------------
+    def quantize(self, **overrides: Any) -> Model:
+        """Quantize (fp8 or int8 recipes); drops captured graphs (G-8)."""
+        from .quant.model import quantize_model
+
+        self._refuse("quantize")
+        self.invalidate_graphs("model quantized")
+        quantize_model(self, overrides)
+        return self
+
+    def dequantize(self) -> Model:
+        from .quant.model import dequantize_model
+
+        self.invalidate_graphs("model dequantized")
+        dequantize_model(self)
+        return self
+
+    def quant_info(self) -> dict[str, Any]:
+        from .quant.model import quant_info
+
+        return quant_info(self)
+
+
+def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
+    model: str | Path = "LibreYOLO9t.pt",
+    *,
+    pretrained: bool = True,
+    nc: int | None = None,
+    names: dict[int, str] | list[str] | None = None,
+    device: str | None = None,
+) -> Model:
+    """Build a model from a weights name or file (SPEC U-1).
+
+    Order: an existing local path, ``LIBREYOLO_WEIGHTS_DIR``, weights bundled with the package,
+    then the Hugging Face Hub cache / download. A checkpoint of another library (an Ultralytics
+    ``.pt``, timm weights with their ``config.json``, or a folder holding both) is recognised and
+    converted on load with one log line (:mod:`libreyolo.convert`, docs/weights.md); so is a Hub
+    repository of such weights named ``"hf-hub:<owner>/<repo>"`` (Hub cache first, then download). ``pretrained=False`` builds an untrained model of
+    the family and size the name describes (``nc``/``names`` set its classes).
+
+    Example:
+        >>> from libreyolo import LibreYOLO
+        >>> model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=3)
+        >>> model.FAMILY, model.size, model.nc
+        ('yolo9', 't', 3)
+    """
+    from .convert import detect_format, load_foreign
+    from .export.registry import format_of_path
+    from .io.checkpoint import model_from_checkpoint, read_checkpoint
+    from .io.weights import find_weights, hub_repo_weights, hub_snapshot_weights
+    from .registry import get_family, parse_weights_name
+
+    if not isinstance(model, (str, Path)):
+        raise ConfigError(f"LibreYOLO() takes a weights name or path, got {type(model).__name__}")
+    name = str(model)
+    exported = format_of_path(name)  # .onnx, .torchscript, an OpenVINO folder / .xml (export registry)
+    if exported is not None:
+        backend = exported.load_backend()(name, device=device)
+        return Model(backend.family, backend)
+    if not pretrained:
+        parsed = parse_weights_name(name)
+        cls = get_family(parsed.family)
+        n = nc if nc is not None else (len(names) if names is not None else 80)
+        fam: Family = cls(size=parsed.size, task=parsed.task, nc=n, names=names)
+    else:
+        path = hub_repo_weights(name) or hub_snapshot_weights(Path(name)) or find_weights(name)
+        if detect_format(path) is not None:  # another library's checkpoint: convert on load
+            fam = load_foreign(path)
+        else:
+            obj = read_checkpoint(path)
+            fam = model_from_checkpoint(obj, str(path))
+        if nc is not None and nc != fam.nc:
+            raise CheckpointError(
+                f"{name!r} was trained with nc={fam.nc}; to train on {nc} classes load it as is and pass "
+                "your dataset to train() (the head is rebuilt), or use pretrained=False"
+            )
+    m = Model(fam)
+    if device is not None:
+        m.to(device)
+    return m
