@@ -31,9 +31,9 @@ from benchmarks.peer_predict import libre_model, photo  # noqa: E402
 from libreyolo.bench.timing import sync, time_interleaved, time_wall  # noqa: E402
 
 
-def wall(fn: Any, device: torch.device, iters: int) -> float:
-    """Median ms of ``iters`` synchronised calls, no warm-up (``libreyolo.bench.timing.time_wall``)."""
-    return time_wall(fn, device=device, iters=iters, warmup=0)["median_ms"]
+def wall(fn: Any, device: torch.device, iters: int, warmup: int = 0) -> float:
+    """Median ms of ``iters`` synchronised calls after ``warmup`` (``libreyolo.bench.timing.time_wall``)."""
+    return time_wall(fn, device=device, iters=iters, warmup=warmup)["median_ms"]
 
 
 def top_functions(fn: Any, iters: int, n: int = 25) -> list[dict[str, Any]]:
@@ -113,9 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         def call(half: bool = half) -> Any:
             return model.predict(rgb, half=half, cuda_graph=graph, conf=0.25)
 
-        for _ in range(args.warmup):
-            call()
-        arm: dict[str, Any] = {"half": half, "graph": graph, "call_ms": round(wall(call, device, args.iters), 4)}
+        arm: dict[str, Any] = {"half": half, "graph": graph,
+                               "call_ms": round(wall(call, device, args.iters, warmup=args.warmup), 4)}
         twin = model.prepared(half=half, fuse=True)
         if graph:
             from libreyolo.engine.predictor import preprocess
