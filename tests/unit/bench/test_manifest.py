@@ -126,6 +126,18 @@ def test_tests_and_benchmarks_do_not_import_each_other_by_path():
     assert not offenders, f"import by file path between tests/ and benchmarks/: {offenders} (import benchmarks.x)"
 
 
+# A test that puts a checkout of a reference implementation (not tests/ or benchmarks/) on sys.path.
+_REFERENCE_CHECKOUTS = {"tests/unit/convert/test_yolo9_original.py": "imports the original YOLOv9 repository"}
+
+
+def test_tests_import_their_helpers_without_path_hacks():
+    """A helper beside a test is imported by name (pytest puts the test's folder on sys.path), a
+    benchmark module as ``benchmarks.x`` (pyproject ``pythonpath``): no test edits sys.path for them."""
+    offenders = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "tests").rglob("*.py"))
+                 if _PATH_IMPORT.search(p.read_text()) and p.relative_to(ROOT).as_posix() not in _REFERENCE_CHECKOUTS]
+    assert not offenders, f"tests that load a module by file path: {offenders}"
+
+
 def _flags(script: Path, seen: set[Path] | None = None) -> set[str]:
     """The --flags a benchmark script's parser declares (and those of benchmark modules it hands
     its arguments to, e.g. bench_dfine -> bench_rtdetr)."""
