@@ -22,9 +22,7 @@ CPU smoke test: python3 benchmarks/bench_loss.py --out /tmp/bl --device cpu \
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -36,7 +34,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
     sys.path.insert(0, str(ROOT))
 from benchmarks._common import md_table, stamp, write_result  # noqa: E402
-from libreyolo.bench.timing import time_events, time_pipelined, time_wall  # noqa: E402
+from libreyolo.bench.timing import (  # noqa: E402
+    busy_cycles_per_ms,
+    time_behind_busy,
+    time_events,
+    time_pipelined,
+    time_wall,
+)
 from libreyolo.models.yolo9.loss import YOLO9Loss  # noqa: E402
 
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
@@ -59,36 +63,6 @@ def timed(fn: Callable[[], Any], *, iters: int, warmup: int, device: torch.devic
         out["gpu_ms"] = round(gpu["median_ms"], 3)
     out["pipelined_ms"] = round(time_pipelined(fn, device=device, iters=iters), 3)
     return out
-
-
-def sleep_cycles_per_ms(device: torch.device) -> int | None:
-    """Cycles of ``torch.cuda._sleep`` per millisecond on this GPU (None where unavailable)."""
-    sleep = getattr(torch.cuda, "_sleep", None)
-    if device.type != "cuda" or sleep is None:
-        return None
-    cycles = 10_000_000
-    sleep(cycles)  # warm-up
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    sleep(cycles)
-    end.record()
-    end.synchronize()
-    return max(1, int(cycles / max(start.elapsed_time(end), 1e-3)))
-
-
-def timed_behind_busy_gpu(fn: Callable[[], Any], *, busy_ms: float, cycles_per_ms: int, iters: int,
-                          device: torch.device) -> float:
-    """Median ms of (GPU busy for ``busy_ms``, standing in for the network, then ``fn``) minus
-    ``busy_ms``: the loss's extra cost when it follows GPU work (host syncs forbid overlap)."""
-    times = []
-    for _ in range(iters):
-        torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        torch.cuda._sleep(int(busy_ms * cycles_per_ms))
-        fn()
-        torch.cuda.synchronize(device)
-        times.append((time.perf_counter() - t0) * 1e3 - busy_ms)
-    return round(statistics.median(times), 3)
 
 
 def count_ops(fn: Callable[[], Any], device: torch.device) -> dict[str, Any]:
@@ -151,8 +125,8 @@ def run_config(*, ref_mod: ModuleType, batch: int, imgsz: int, nc: int, labels_o
                                "boxes": sum(counts)}
         row.update(timed(call, iters=iters, warmup=warmup, device=device))
         if cycles_per_ms:
-            row["behind_busy_ms"] = timed_behind_busy_gpu(call, busy_ms=busy_ms, cycles_per_ms=cycles_per_ms,
-                                                          iters=iters, device=device)
+            busy = time_behind_busy(call, busy_ms=busy_ms, cycles_per_ms=cycles_per_ms, iters=iters, device=device)
+            row["behind_busy_ms"] = round(busy["median_ms"], 3)
         row.update(count_ops(call, device))
         rows.append(row)
     (items_r, grads_r), (items_c, grads_c) = results["reference"], results["current"]
@@ -184,7 +158,7 @@ def main() -> None:
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
     ref_mod = load_reference_module()
-    cycles_per_ms = sleep_cycles_per_ms(device) if args.busy_ms > 0 else None
+    cycles_per_ms = busy_cycles_per_ms(device) if args.busy_ms > 0 else None
     rows: list[dict[str, Any]] = []
     for b in args.batches:
         for where in args.labels_on:

@@ -159,9 +159,9 @@ def time_step_and_ema(trainer: Any, iters: int = 50) -> dict[str, float]:
     update, on the trained network with synthetic gradients, synchronised around each call (SPEC
     issue 17 target: both together at most 5 ms for yolo9-t). Runs after training: the results are
     already written."""
-    import statistics
-
     import torch
+
+    from libreyolo.bench.timing import time_wall
 
     net, opt, scaler, ema = trainer.net, trainer.optimizer, trainer.scaler, trainer.ema
     params = [p for p in net.parameters() if p.requires_grad]
@@ -170,10 +170,6 @@ def time_step_and_ema(trainer: Any, iters: int = 50) -> dict[str, float]:
         p.grad = torch.randn(p.shape, generator=gen, device=p.device, dtype=p.dtype) * 1e-6
     for g in opt.param_groups:
         g["lr"] = 0.0  # the weights keep their values while timing
-
-    def sync() -> None:
-        if params[0].is_cuda:
-            torch.cuda.synchronize(params[0].device)
 
     def step() -> None:
         scaler.unscale_(opt)
@@ -186,16 +182,8 @@ def time_step_and_ema(trainer: Any, iters: int = 50) -> dict[str, float]:
     arms = {"optimizer_step": step}
     if ema is not None:
         arms["ema_update"] = lambda: ema.update(net)
-    for name, fn in arms.items():
-        times = []
-        for i in range(iters + 5):
-            sync()
-            t = time.perf_counter()
-            fn()
-            sync()
-            if i >= 5:
-                times.append((time.perf_counter() - t) * 1e3)
-        out[name] = round(statistics.median(times), 3)
+    for name, fn in arms.items():  # 5 warm-up calls, then the median of ``iters`` synchronised calls
+        out[name] = round(time_wall(fn, device=params[0].device, iters=iters, warmup=5)["median_ms"], 3)
     out["total"] = round(sum(out.values()), 3)
     return out
 

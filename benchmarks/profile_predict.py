@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import statistics
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,22 +28,12 @@ import torch  # noqa: E402
 
 from benchmarks._common import md_table, write_result  # noqa: E402
 from benchmarks.peer_predict import libre_model, photo  # noqa: E402
+from libreyolo.bench.timing import sync, time_interleaved, time_wall  # noqa: E402
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def wall(fn: Any, device: torch.device, iters: int) -> float:
-    times = []
-    for _ in range(iters):
-        _sync(device)
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+def wall(fn: Any, device: torch.device, iters: int, warmup: int = 0) -> float:
+    """Median ms of ``iters`` synchronised calls after ``warmup`` (``libreyolo.bench.timing.time_wall``)."""
+    return time_wall(fn, device=device, iters=iters, warmup=warmup)["median_ms"]
 
 
 def top_functions(fn: Any, iters: int, n: int = 25) -> list[dict[str, Any]]:
@@ -72,7 +60,7 @@ def runtime_calls(fn: Any, device: torch.device, iters: int) -> dict[str, float]
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
             fn()
-        _sync(device)
+        sync(device)
     counts: Counter[str] = Counter()
     for ev in prof.events():
         name = ev.name
@@ -90,7 +78,7 @@ def graph_kernels(replay: Any, device: torch.device) -> dict[str, Any]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(5):
             replay()
-        _sync(device)
+        sync(device)
     kern = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     per: Counter[str] = Counter()
     for e in kern:
@@ -100,20 +88,10 @@ def graph_kernels(replay: Any, device: torch.device) -> dict[str, Any]:
 
 
 def interleaved(replays: dict[bool, Any], device: torch.device, iters: int) -> dict[str, dict[str, float]]:
-    """fp32 and fp16 replays alternated (no drift between arms): median ms and launch host us."""
-    ms: dict[bool, list[float]] = {k: [] for k in replays}
-    host: dict[bool, list[float]] = {k: [] for k in replays}
-    for _ in range(iters):
-        for k, fn in replays.items():
-            _sync(device)
-            t0 = time.perf_counter()
-            fn()
-            t1 = time.perf_counter()
-            _sync(device)
-            t2 = time.perf_counter()
-            host[k].append((t1 - t0) * 1e6)
-            ms[k].append((t2 - t0) * 1e3)
-    return {str(k): {"replay_ms": round(statistics.median(ms[k]), 4), "host_us": round(statistics.median(host[k]), 1)}
+    """fp32 and fp16 replays alternated (no drift between arms): median ms and launch host us
+    (``libreyolo.bench.timing.time_interleaved``)."""
+    t = time_interleaved(replays, device=device, iters=iters)
+    return {str(k): {"replay_ms": round(t[k]["median_ms"], 4), "host_us": round(t[k]["host_ms"]["median_ms"] * 1e3, 1)}
             for k in replays}
 
 
@@ -135,9 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         def call(half: bool = half) -> Any:
             return model.predict(rgb, half=half, cuda_graph=graph, conf=0.25)
 
-        for _ in range(args.warmup):
-            call()
-        arm: dict[str, Any] = {"half": half, "graph": graph, "call_ms": round(wall(call, device, args.iters), 4)}
+        arm: dict[str, Any] = {"half": half, "graph": graph,
+                               "call_ms": round(wall(call, device, args.iters, warmup=args.warmup), 4)}
         twin = model.prepared(half=half, fuse=True)
         if graph:
             from libreyolo.engine.predictor import preprocess

@@ -1,6 +1,8 @@
-"""Timing primitives: CUDA-event medians, synchronised wall clocks, profiler kernel sums, peaks.
+"""Timing primitives: CUDA-event medians, synchronised wall clocks (alone, interleaved, behind busy
+device work), profiler kernel sums, peaks.
 
-Every timer warms up first and reports the median (plus min and p90) of ``iters`` samples.
+A timer that takes ``warmup`` runs that many calls first; the summaries report the median (plus
+min and p90) of ``iters`` samples.
 """
 
 from __future__ import annotations
@@ -81,6 +83,64 @@ def time_pipelined(fn: Callable[[], Any], *, device: torch.device, iters: int) -
         fn()
     sync(device)
     return (time.perf_counter() - t0) * 1e3 / iters
+
+
+def time_interleaved(fns: dict[Any, Callable[[], Any]], *, device: torch.device, iters: int,
+                     warmup: int = 0) -> dict[Any, dict[str, Any]]:
+    """Several arms timed in alternation (one call of each per round, so no drift between arms),
+    synchronised wall clock, in ms; per arm the summary of the call to synchronisation
+    (``median_ms``…) plus ``host_ms``, the summary of the time until the call returned (what
+    launching it cost the host before the device finished)."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    total: dict[Any, list[float]] = {k: [] for k in fns}
+    host: dict[Any, list[float]] = {k: [] for k in fns}
+    for _ in range(iters):
+        for k, fn in fns.items():
+            sync(device)
+            t0 = time.perf_counter()
+            fn()
+            t1 = time.perf_counter()
+            sync(device)
+            t2 = time.perf_counter()
+            host[k].append((t1 - t0) * 1e3)
+            total[k].append((t2 - t0) * 1e3)
+    return {k: {**_summary(total[k]), "host_ms": _summary(host[k]), "clock": "wall_sync"} for k in fns}
+
+
+def busy_cycles_per_ms(device: torch.device) -> int | None:
+    """Cycles of ``torch.cuda._sleep`` per millisecond on this GPU, from one CUDA-event timed
+    sleep after a warm-up (None off CUDA or where ``_sleep`` is unavailable)."""
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if device.type != "cuda" or sleep is None:
+        return None
+    cycles = 10_000_000
+    sleep(cycles)  # warm-up
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    sleep(cycles)
+    end.record()
+    end.synchronize()
+    return max(1, int(cycles / max(start.elapsed_time(end), 1e-3)))
+
+
+def time_behind_busy(fn: Callable[[], Any], *, busy_ms: float, cycles_per_ms: int, iters: int,
+                     device: torch.device, busy: Callable[[int], Any] | None = None) -> dict[str, Any]:
+    """Per-call ms of ``fn`` queued behind ``busy_ms`` of device work (standing in for a network):
+    each sample is the synchronised wall time of (busy, then ``fn``) minus ``busy_ms``, so what it
+    shows is ``fn``'s extra cost when it follows device work (a host sync forbids overlap). No
+    warm-up. ``busy(cycles)`` defaults to ``torch.cuda._sleep`` (see :func:`busy_cycles_per_ms`)."""
+    busy = busy if busy is not None else torch.cuda._sleep
+    samples = []
+    for _ in range(iters):
+        sync(device)
+        t0 = time.perf_counter()
+        busy(int(busy_ms * cycles_per_ms))
+        fn()
+        sync(device)
+        samples.append((time.perf_counter() - t0) * 1e3 - busy_ms)
+    return {**_summary(samples), "clock": "wall_sync"}
 
 
 def kernel_profile(fn: Callable[[], Any], *, device: torch.device) -> dict[str, Any]:

@@ -8,6 +8,7 @@ family, backed by its parity rows (DESIGN convention 2).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -19,7 +20,7 @@ from .family import Family
 class DenseFamily(Family):
     """A dense detector: three output levels ``raw_p3``, ``raw_p4``, ``raw_p5`` (strides 8, 16,
     32), each Tensor[B, C, H / s, W / s]; the family's ``postprocess.postprocess`` turns them into
-    detections (NMS). Subclasses name that function in :meth:`postprocess_fn`."""
+    detections (NMS); :meth:`postprocess_fn` finds that function."""
 
     TASKS: ClassVar[tuple[str, ...]] = ("detect",)
     DEFAULT_IMGSZ: ClassVar[int] = 640
@@ -29,9 +30,15 @@ class DenseFamily(Family):
 
     @classmethod
     def postprocess_fn(cls) -> Callable[..., list[Tensor]]:
-        """The family's ``postprocess(raw, *, net, conf, iou, classes, max_det, agnostic)``
-        (imported on first use, as the family's other modules)."""
-        raise NotImplementedError(f"{cls.FAMILY} names no postprocess function")
+        """The family's ``postprocess(raw, *, net, conf, iou, classes, max_det, agnostic)``: the
+        function of that name in the ``postprocess.py`` beside the class that subclasses
+        DenseFamily (imported on first use, as the family's other modules). A family whose
+        function lives elsewhere overrides this."""
+        family = next((k for k in cls.__mro__ if DenseFamily in k.__bases__), None)
+        if family is None:
+            raise NotImplementedError(f"{cls.FAMILY or cls.__name__} names no postprocess function")
+        package = family.__module__.rpartition(".")[0]
+        return importlib.import_module(f"{package}.postprocess").postprocess
 
     def postprocess(self, raw: Any, *, conf: float, iou: float, classes: list[int] | None,
                     max_det: int, agnostic: bool) -> list[Tensor]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
@@ -34,12 +33,6 @@ class RTMDet(DenseFamily):
         from .nn import build_rtmdet
 
         return build_rtmdet(size=size, nc=nc)
-
-    @classmethod
-    def postprocess_fn(cls) -> Callable[..., list[Tensor]]:
-        from .postprocess import postprocess
-
-        return postprocess
 
     def decode(self, raw: Any) -> Tensor:
         from .postprocess import decode, grid_points

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...layers.conv import BN_EPS, BN_MOMENTUM, ConvBNAct, fuse_conv_bn, fuse_modules, make_act
-from ...layers.csp import SPPBottleneck
+from ...layers.spp import SPPBottleneck
 from .cspnext import CSPNeXtLayer
 from .variants import P5_STAGES, VARIANTS, RTMDetVariant
 

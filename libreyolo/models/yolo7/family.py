@@ -5,10 +5,9 @@ Weights names: ``LibreYOLO7tiny.pt``, ``LibreYOLO7b.pt``, ``LibreYOLO7x.pt``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
-from torch import Tensor, nn
+from torch import nn
 
 from .._base.dense import DenseFamily
 
@@ -27,12 +26,6 @@ class YOLO7(DenseFamily):
         from .nn import build_yolo7
 
         return build_yolo7(size=size, nc=nc)
-
-    @classmethod
-    def postprocess_fn(cls) -> Callable[..., list[Tensor]]:
-        from .postprocess import postprocess
-
-        return postprocess
 
     def build_criterion(self) -> Any:
         from .loss import YOLO7Loss

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
@@ -40,12 +39,6 @@ class YOLO9(DenseFamily):
             return
         device = self.device
         self.net = self.build_net(size=self.size, nc=self.nc, task=self.task, box_groups=box_groups).to(device).eval()
-
-    @classmethod
-    def postprocess_fn(cls) -> Callable[..., list[Tensor]]:
-        from .postprocess import postprocess
-
-        return postprocess
 
     def decode(self, raw: Any) -> Tensor:
         from ...ops.anchors import make_anchors

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
@@ -56,12 +55,6 @@ class YOLOX(DenseFamily):
         from .nn import build_yolox
 
         return build_yolox(size=size, nc=nc)
-
-    @classmethod
-    def postprocess_fn(cls) -> Callable[..., list[Tensor]]:
-        from .postprocess import postprocess
-
-        return postprocess
 
     def decode(self, raw: Any) -> Tensor:
         from .postprocess import decode, make_grid

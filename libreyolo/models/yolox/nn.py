@@ -25,8 +25,9 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...layers.conv import ConvBNAct, fuse_modules
-from ...layers.csp import CSPLayer, SPPBottleneck
 from ...layers.dwconv import conv_or_dw
+from ...layers.spp import SPPBottleneck
+from .csp import CSPLayer
 from .focus import Focus
 from .variants import VARIANTS, YOLOXVariant
 

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "benchmarks" / "results"
 NOT_SCRIPTS = {"__init__.py", "_common.py", "run.py"}
 SCHEMAS = {0, 1, "matrix", "log"}
+RESULT_SUFFIXES = (".json", ".md", ".csv", ".log", ".txt")  # every kind committed under results/
 
 MANIFEST = load_manifest()
 ENTRIES: dict = MANIFEST["entries"]
@@ -35,8 +36,8 @@ def _listed() -> dict[str, list[str]]:
 def test_every_committed_result_file_is_listed():
     listed = _listed()
     files = sorted(p.relative_to(ROOT).as_posix() for p in RESULTS.rglob("*")
-                   if p.is_file() and p.suffix in (".json", ".md"))
-    assert files, "benchmarks/results/ holds no json/md file: wrong root?"
+                   if p.is_file() and p.suffix in RESULT_SUFFIXES)
+    assert any(f.endswith(".json") for f in files), "benchmarks/results/ holds no json file: wrong root?"
     missing = [f for f in files if f not in listed]
     assert not missing, (f"results without a manifest entry: {missing}; add them to an entry's `results` in "
                          "benchmarks/manifest.yaml with the command that wrote them")
@@ -124,6 +125,18 @@ def test_tests_and_benchmarks_do_not_import_each_other_by_path():
         if re.search(r"spec_from_file_location\(", text) or re.search(r"^\s*(from|import) tests\b|\"tests\" /", text, re.M):
             offenders.append(p.relative_to(ROOT).as_posix())
     assert not offenders, f"import by file path between tests/ and benchmarks/: {offenders} (import benchmarks.x)"
+
+
+# A test that puts a checkout of a reference implementation (not tests/ or benchmarks/) on sys.path.
+_REFERENCE_CHECKOUTS = {"tests/unit/convert/test_yolo9_original.py": "imports the original YOLOv9 repository"}
+
+
+def test_tests_import_their_helpers_without_path_hacks():
+    """A helper beside a test is imported by name (pytest puts the test's folder on sys.path), a
+    benchmark module as ``benchmarks.x`` (pyproject ``pythonpath``): no test edits sys.path for them."""
+    offenders = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "tests").rglob("*.py"))
+                 if _PATH_IMPORT.search(p.read_text()) and p.relative_to(ROOT).as_posix() not in _REFERENCE_CHECKOUTS]
+    assert not offenders, f"tests that load a module by file path: {offenders}"
 
 
 def _flags(script: Path, seen: set[Path] | None = None) -> set[str]:

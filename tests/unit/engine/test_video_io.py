@@ -14,15 +14,13 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from test_colour_convention import ChannelFamily  # the stand-in family next to this file
 
 from libreyolo.engine import saving, video
 from libreyolo.engine.saving import OutputNamer, input_files
 from libreyolo.engine.sources import load_source
 from libreyolo.engine.video import VideoSink
 from libreyolo.errors import ConfigError, SourceError
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_colour_convention import ChannelFamily  # noqa: E402 - the tiny stand-in family next to this file
 from libreyolo.model import Model
 
 

@@ -306,3 +306,15 @@ def test_cuda_graph_replay_is_bitwise_equal_to_eager(fused: bool) -> None:
             torch.cuda.synchronize()
             for e, g in zip(eager, static_out, strict=True):
                 assert torch.equal(e, g)
+
+
+def test_dense_family_postprocess_fn_is_the_family_module_one_also_for_a_subclass() -> None:
+    from libreyolo.models._base.dense import DenseFamily
+    from libreyolo.models.yolo9.family import YOLO9
+
+    class Hooked(YOLO9):  # defined outside the family folder, as a user's subclass would be
+        pass
+
+    assert YOLO9.postprocess_fn() is postprocess and Hooked.postprocess_fn() is postprocess
+    with pytest.raises(NotImplementedError):
+        DenseFamily.postprocess_fn()
