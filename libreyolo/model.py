@@ -341,7 +341,7 @@ class Model:
     # quantization (libreyolo/quant) ---------------------------------------------
     def quantize(self, **overrides: Any) -> Model:
         """Quantize (fp8 or int8 recipes); drops captured graphs (G-8)."""
-        from .quant.model import quantize_model
+        from .kernels.quant.model import quantize_model
 
         self._refuse("quantize")
         self.invalidate_graphs("model quantized")
@@ -349,14 +349,14 @@ class Model:
         return self
 
     def dequantize(self) -> Model:
-        from .quant.model import dequantize_model
+        from .kernels.quant.model import dequantize_model
 
         self.invalidate_graphs("model dequantized")
         dequantize_model(self)
         return self
 
     def quant_info(self) -> dict[str, Any]:
-        from .quant.model import quant_info
+        from .kernels.quant.model import quant_info
 
         return quant_info(self)
 

@@ -29,7 +29,7 @@ from torch.utils.data import Dataset
 
 from .._cv import cv2
 from ..errors import ConfigError, DatasetError
-from .config import IMG_SUFFIXES
+from .constants import BUILTIN, IMG_SUFFIXES
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +77,6 @@ def load_classify_data(data: str | Path) -> ClassifyDataConfig:
         root = ensure_shapes_cls_dataset()
     else:
         root = Path(data).expanduser()
-        from .config import BUILTIN
-
         is_det = (str(data) in BUILTIN or root.suffix.lower() in (".yaml", ".yml")
                   or (root.is_dir() and ((root / "data.yaml").is_file() or (root / "labels").is_dir())))
         if is_det:

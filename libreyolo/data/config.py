@@ -25,11 +25,9 @@ from typing import Any
 import yaml
 
 from ..errors import DatasetError
+from .constants import BUILTIN, IMG_SUFFIXES
 
 logger = logging.getLogger(__name__)
-
-IMG_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"})
-BUILTIN = ("shapes",)
 
 
 @dataclass(frozen=True, kw_only=True)

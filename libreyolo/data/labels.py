@@ -43,6 +43,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from ..errors import DatasetError
+from .constants import IMG_SUFFIXES
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +161,6 @@ def files_hash(img_files: list[Path], *, nc: int) -> str:
 
 def _is_whole_folder(img_files: list[Path]) -> bool:
     """True when the files are exactly the images of one folder (a split given as a folder)."""
-    from .config import IMG_SUFFIXES
-
     parent = img_files[0].parent
     if any(f.parent != parent for f in img_files):
         return False

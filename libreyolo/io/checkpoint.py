@@ -213,7 +213,7 @@ def model_metadata(model: Family) -> dict[str, Any]:
     if arch:  # architecture options beyond the size (e.g. yolo9 box_groups=1 for Ultralytics weights)
         meta["arch"] = dict(arch)
     if getattr(model, "quant", None) is not None:
-        from ..quant.model import quant_metadata
+        from ..kernels.quant.model import quant_metadata
 
         meta["quant"] = quant_metadata(model)
     return meta
@@ -375,7 +375,7 @@ def model_from_checkpoint(obj: dict[str, Any], where: str) -> Family:
     except (ConfigError, TypeError) as e:
         raise CheckpointError(f"checkpoint {where!r} metadata does not describe a buildable model: {e}") from e
     if meta.get("quant"):
-        from ..quant.model import restore_quant_structure
+        from ..kernels.quant.model import restore_quant_structure
 
         try:
             restore_quant_structure(model, meta["quant"])

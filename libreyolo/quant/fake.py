@@ -13,7 +13,9 @@ Arithmetic (all float32, whatever the input dtype)::
     q   = round_half_even(y)                       # int8
     out = (q * scale).to(x.dtype)
 
-Accelerated kernels registered in :mod:`libreyolo.kernels` must reproduce this bit for bit.
+Accelerated kernels registered in :mod:`libreyolo.kernels` must reproduce this bit for bit;
+the dispatching ``fake_quant`` (fastest implementation that applies) is
+:func:`libreyolo.kernels.quant.dispatch.fake_quant`.
 """
 
 from __future__ import annotations
@@ -111,21 +113,3 @@ def fake_quant_int8_ste(x: Tensor, scale: Tensor, *, axis: int | None = None) ->
     check_inputs(x, scale, axis)
     return _ReferenceSTE.apply(x, scale, axis, False)
 
-
-def fake_quant(x: Tensor, scale: Tensor, *, fmt: str, axis: int | None = None) -> Tensor:
-    """Fake-quantize through the kernel registry (the fastest implementation that applies).
-
-    Args:
-        x (Tensor[...], float32/float16/bfloat16); scale as in :func:`fake_quant_fp8_reference`.
-        fmt: ``"fp8_e4m3"`` (or ``"fp8"``) or ``"int8"``.
-
-    Example:
-        >>> fake_quant(torch.tensor([3.3]), torch.tensor(1.0), fmt="fp8")
-        tensor([3.2500])
-    """
-    from .. import kernels
-    from .formats import get_format
-
-    op = "fake_quant_fp8" if get_format(fmt) is FP8_E4M3 else "fake_quant_int8"
-    check_inputs(x, scale, axis)
-    return kernels.dispatch(op, x, scale, axis=axis)

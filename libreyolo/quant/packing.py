@@ -7,7 +7,8 @@ A packed weight is two tensors, stored in the state dict next to each other::
 
 ``unpack(pack(w)) == fake_quant_reference(w, scale, axis=0)`` bit for bit, and packing the
 unpacked weight again with the same scale returns the same bytes. Packing has no accelerated
-variants (it runs once, at finalize time); unpacking is the ``unpack_weights`` kernel slot.
+variants (it runs once, at finalize time); unpacking is the ``unpack_weights`` kernel slot
+(:func:`libreyolo.kernels.quant.dispatch.unpack_weight`).
 """
 
 from __future__ import annotations
@@ -71,9 +72,3 @@ def unpack_weight_reference(data: Tensor, scale: Tensor, *, dtype: torch.dtype =
     s = broadcast_scale(scale.float(), data, 0)
     return (data.float() * s).to(dtype)
 
-
-def unpack_weight(data: Tensor, scale: Tensor, *, dtype: torch.dtype = torch.float32) -> Tensor:
-    """Dequantize a packed weight through the kernel registry (``unpack_weights`` slot)."""
-    from .. import kernels
-
-    return kernels.dispatch("unpack_weights", data, scale, dtype=dtype)

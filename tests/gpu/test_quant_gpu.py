@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from libreyolo.kernels import registry
+from libreyolo.kernels.quant.dispatch import fake_quant
 from libreyolo.quant import (
     compute_scale,
-    fake_quant,
     fake_quant_fp8_reference,
     fake_quant_fp8_ste,
     fake_quant_int8_ste,
@@ -160,7 +160,7 @@ def test_fp8_gemm_matches_portable_math(mode, m, k, n, dtype):
 def test_finalized_model_uses_fp8_gemm():
     import copy
 
-    from libreyolo.quant.model import quantize_model
+    from libreyolo.kernels.quant.model import quantize_model
 
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(32, 64, 1), nn.SiLU(), nn.Conv2d(64, 32, 3, padding=1),
@@ -216,7 +216,7 @@ def _counting(calls):
 
 
 def test_simulated_model_cuda_graph_replay_is_bit_identical():
-    from libreyolo.quant.model import quantize_model
+    from libreyolo.kernels.quant.model import quantize_model
 
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.SiLU(), nn.Conv2d(16, 16, 1),

@@ -4,7 +4,7 @@ Two things live here:
 
 * the ``ms_deform_attn`` slot: multi-scale deformable attention. It has **no reference
   implementation** (K-6): callers (``libreyolo.layers.msda``) ask :func:`resolve` and keep their
-  own portable ``grid_sample`` path when it returns ``None``. Providers, imported lazily on first
+  own portable ``grid_sample`` path (:mod:`.msda_ref`) when it returns ``None``. Providers, imported lazily on first
   use of the slot and never under ``LIBREYOLO_KERNELS=off``, register newest first:
 
   1. ``"triton"`` (:mod:`.msda_triton`): in-tree Triton forward and backward;

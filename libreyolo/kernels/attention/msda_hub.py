@@ -208,7 +208,7 @@ def im2col_step(batch: int) -> int:
 
 
 def _portable_grads(inputs: tuple[Tensor, ...], grad_out: Tensor) -> tuple[Tensor, ...]:
-    from ...layers.msda import ms_deform_attn_portable
+    from .msda_ref import ms_deform_attn_portable
 
     value, shapes, _, loc, attw = inputs
     sizes = [tuple(int(x) for x in hw) for hw in shapes.tolist()]  # host sync: failure path only

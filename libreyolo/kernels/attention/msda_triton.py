@@ -3,7 +3,7 @@
 Importing this module registers the implementation ``"triton"`` (the registry imports it lazily
 on first use of the slot; an ImportError of ``triton`` simply leaves the slot without it).
 
-Contract (the standard layout of :mod:`libreyolo.layers.msda`)::
+Contract (the standard layout of :mod:`libreyolo.layers.msda`, portable path :mod:`.msda_ref`)::
 
     value               (B, S, H, C)          float16 / bfloat16 / float32 (/ float64)
     spatial_shapes      (L, 2) int64 (h, w)   same device

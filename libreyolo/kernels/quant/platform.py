@@ -44,13 +44,3 @@ def eligible(*tensors: torch.Tensor) -> bool:
     dev = tensors[0].device
     return device_ok(tensors[0]) and all(t.device == dev for t in tensors)
 
-
-def kernels_interpreted() -> bool:
-    """The quantization Triton kernels were defined in interpreter mode (imports them; for tests)."""
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-
-        from .simulate import triton_fake_quant
-    except ImportError:
-        return False
-    return isinstance(triton_fake_quant._fake_quant_fwd, InterpretedFunction) and interpreting()

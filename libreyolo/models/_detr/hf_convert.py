@@ -27,8 +27,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ...convert.rules import fit, rename_all
 from ...errors import CheckpointError
+from .._base.convert_rules import fit, rename_all
 
 _BACKBONE_DEPTHS = {(2, 2, 2, 2): 18, (3, 4, 6, 3): 34}  # basic blocks; bottleneck (3, 4, 6, 3) is 50
 

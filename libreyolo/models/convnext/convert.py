@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 from torch import Tensor
 
-from ...convert.rules import base_arch, fit, rename_all
 from ...errors import CheckpointError
+from .._base.convert_rules import base_arch, fit, rename_all
 
 SOURCES = ("timm",)
 ARCHS = {"convnext_atto": "atto", "convnext_tiny": "tiny"}

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 
 from torch import Tensor
 
-from ...convert.rules import base_arch, fit, fold_bn_eps, rename_all
 from ...errors import CheckpointError
+from .._base.convert_rules import base_arch, fit, fold_bn_eps, rename_all
 
 logger = logging.getLogger(__name__)
 

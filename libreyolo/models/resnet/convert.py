@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from torch import Tensor
 
-from ...convert.rules import base_arch, fit, rename_all
+from .._base.convert_rules import base_arch, fit, rename_all
 
 SOURCES = ("timm",)
 ARCHS = {"resnet18": "18", "resnet50": "50"}

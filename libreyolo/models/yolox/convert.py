@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 from torch import Tensor
 
-from ...convert.rules import fit, rename_all
 from ...errors import CheckpointError
+from .._base.convert_rules import fit, rename_all
 from .variants import VARIANTS
 
 SOURCES = ("yolox",)

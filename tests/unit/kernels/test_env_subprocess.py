@@ -19,7 +19,8 @@ import json, sys, torch
 PROVIDERS = PROVIDERS_REPR
 import libreyolo.kernels as kernels
 at_import = [m for m in PROVIDERS if m in sys.modules]
-from libreyolo.quant import compute_scale, fake_quant, pack_weight, unpack_weight
+from libreyolo.quant import compute_scale, pack_weight
+from libreyolo.kernels.quant.dispatch import fake_quant, unpack_weight
 x = torch.randn(64)
 y = fake_quant(x, compute_scale(x, fmt="fp8"), fmt="fp8")
 p = pack_weight(torch.randn(4, 8), fmt="int8")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from libreyolo.kernels.quant.platform import kernels_interpreted
+from libreyolo.kernels.quant.interpret import kernels_interpreted
 
 ROOT = Path(__file__).resolve().parents[3]
 

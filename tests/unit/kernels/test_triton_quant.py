@@ -12,10 +12,10 @@ import torch
 pytest.importorskip("triton")
 
 from libreyolo import kernels  # noqa: E402
-from libreyolo.kernels.quant.platform import kernels_interpreted  # noqa: E402
+from libreyolo.kernels.quant.dispatch import fake_quant  # noqa: E402
+from libreyolo.kernels.quant.interpret import kernels_interpreted  # noqa: E402
 from libreyolo.quant import (  # noqa: E402
     compute_scale,
-    fake_quant,
     fake_quant_fp8_reference,
     fake_quant_fp8_ste,
     fake_quant_int8_reference,

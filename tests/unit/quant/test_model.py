@@ -10,11 +10,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from libreyolo.errors import ConfigError
+from libreyolo.kernels.quant.model import dequantize_model, quant_info, quantize_model
+from libreyolo.kernels.quant.modules import PackedConv2d, PackedLinear, QuantConv2d, QuantLinear
+from libreyolo.model import Model
 from libreyolo.models._base.family import Family
 from libreyolo.quant import compute_scale, fake_quant_fp8_reference, fake_quant_int8_reference
-from libreyolo.quant.model import dequantize_model, quant_info, quantize_model
-from libreyolo.quant.modules import PackedConv2d, PackedLinear, QuantConv2d, QuantLinear
-from libreyolo.model import Model
 
 
 def _net() -> nn.Module:
@@ -267,7 +267,7 @@ def test_failing_gemm_falls_back_with_one_warning():
 
 @pytest.mark.parametrize("finalize", [False, True])
 def test_checkpoint_round_trip_through_quant_metadata(finalize):
-    from libreyolo.quant.model import quant_metadata, restore_quant_structure
+    from libreyolo.kernels.quant.model import quant_metadata, restore_quant_structure
 
     net = _net().eval()
     x = _batches(1)[0]

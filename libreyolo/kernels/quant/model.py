@@ -1,6 +1,8 @@
 """Whole-model quantization behind ``Family.quantize / dequantize / quant_info``.
 
-Works on any ``nn.Module`` (a Family's ``model.net``), so it is family-agnostic: every
+It lives in ``kernels`` (not in the reference package :mod:`libreyolo.quant`) because the
+quantized layers it installs dispatch through the kernel registry; it imports nothing above
+floor 1 and takes the model duck-typed. Works on any ``nn.Module`` (a Family's ``model.net``), so it is family-agnostic: every
 ``nn.Conv2d`` and ``nn.Linear`` (except those matched by ``exclude``) becomes a simulated
 quantized layer. Recipes:
 
@@ -24,8 +26,9 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from ..errors import ConfigError, check_keys
-from .formats import get_format
+from ...errors import ConfigError, check_keys
+from ...quant.formats import get_format
+from .. import registry
 from .modules import PACKED_TYPES, QUANT_TYPES, PackedConv2d, PackedLinear, QuantConv2d, QuantLinear
 
 logger = logging.getLogger(__name__)
@@ -228,11 +231,9 @@ def dequantize_model(model: Any) -> None:
 def quant_info(model: Any) -> dict[str, Any]:
     """``{"quantized": bool, "recipe", "format", "finalized", "calibration_batches", "modules",
     "excluded", "kernels": {slot: implementation}}`` for ``model``."""
-    from .. import kernels
-
     state: QuantState | None = getattr(model, "quant", None)
     slots = ("fake_quant_fp8", "fake_quant_int8", "fp8_gemm", "unpack_weights")
-    act = kernels.active()
+    act = registry.active()
     info: dict[str, Any] = {"quantized": state is not None,
                             "kernels": {s: act.get(s, "unavailable") for s in slots}}
     if state is not None:

@@ -19,10 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .fake import fake_quant
-from .formats import FP8_E4M3, get_format
-from .packing import pack_weight, unpack_weight
-from .scales import amax, compute_scale, scale_from_amax
+from ...quant.formats import FP8_E4M3, get_format
+from ...quant.packing import pack_weight
+from ...quant.scales import amax, compute_scale, scale_from_amax
+from .. import registry
+from .dispatch import fake_quant, unpack_weight
 
 
 class _QuantMixin:
@@ -137,8 +138,6 @@ class _PackedMixin(nn.Module):
         """FP8 tensor-core GEMM of Tensor[M, K] with the packed Tensor[N, K], or None if unavailable."""
         if self.fmt != FP8_E4M3.name or not self.quant_input:
             return None
-        from ..kernels import registry
-
         w2d = self.weight_packed.reshape(self.weight_packed.shape[0], -1)
         args = (x2d, w2d, self.input_scale, self.weight_scale, self.bias)
         fn = registry.resolve("fp8_gemm", *args)
