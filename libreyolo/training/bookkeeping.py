@@ -1,12 +1,15 @@
-"""The epoch loop's bookkeeping: running loss means, the progress line, the results row and the
-``time_limit`` re-plan. The loop (:mod:`libreyolo.training.trainer`) calls these; none of them
+"""The epoch loop's bookkeeping: running loss means, per-stage timings, the progress line, the
+results row and the ``time_limit`` re-plan. The loop (:mod:`libreyolo.training.trainer`) calls these; none of them
 touches the model, the optimiser state or the data.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +65,23 @@ class EpochLosses:
         if self.sums is not None and self.n_finite is not None:
             self.mean = (self.sums / self.n_finite.clamp(min=1.0)).cpu()
         return self.mean if self.mean is not None else torch.zeros(len(self.names))
+
+
+class StageTimer:
+    """Wall seconds of the per-epoch stages (validation, checkpoint writing) as ``time/<stage>_s``
+    in :attr:`seconds`, logged to ``results.csv`` with the epoch's row (a stage that did not run
+    this epoch keeps its last value)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[f"time/{stage}_s"] = time.perf_counter() - t0
 
 
 def progress_text(*, epoch: int, epochs: int, names: tuple[str, ...], mloss: Tensor, device: torch.device,
@@ -124,9 +144,9 @@ def _s(n: int) -> str:
 def log_run_start(t: Any) -> None:
     """The one INFO line a set-up trainer ``t`` logs: family, data, epochs, batch (DDP layout),
     accumulation and optimizer steps, input size, device, AMP dtype and run folder."""
-    cfg, dist = t.cfg, t.dist
+    cfg, dist = t.cfg, t.ddp.ctx
     sync = any(isinstance(m, torch.nn.SyncBatchNorm) for m in t.net.modules())
-    ddp = (f", DDP {dist.world_size} processes x batch {t.batch} ({dist.backend}"
+    ddp = (f", DDP {dist.world_size} processes x batch {t.data.batch} ({dist.backend}"
            f"{', SyncBatchNorm' if sync else ''})" if dist is not None else "")
     logger.info("training %s-%s on %s: %d epoch%s from %d, batch %d%s (accumulate %d after a %d-iteration "
                 "warm-up, nbs %s; %d optimizer steps), imgsz %d, device %s, amp %s -> %s", t.model.FAMILY,

@@ -1,6 +1,7 @@
-"""Training-capture set-up for the loop (SPEC G-9, T-4): what a ``cuda_graph=True`` run captures.
+"""Training capture for the loop (SPEC G-9, T-4): what a ``cuda_graph=True`` run captures, and
+the forward / zero-grad seam the loop calls (:class:`StepCapture`).
 
-The loop's ``graph_capture`` is None unless ``cuda_graph=True`` and
+:attr:`StepCapture.graphs` is None unless ``cuda_graph=True`` and
 ``libreyolo.graphs.training.unsupported_reason`` finds nothing against it (family flag
 ``SUPPORTS_TRAIN_CUDA_GRAPH``, CUDA device, no DDP); then it is a
 ``libreyolo.graphs.training.TrainGraphs`` holding the family's capturable training trunk when it
@@ -15,10 +16,13 @@ clipping, EMA and schedule stay eager.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
+
+from ..errors import GraphCaptureError
 
 logger = logging.getLogger(__name__)
 
@@ -45,3 +49,51 @@ def build_train_capture(model: Any, *, net: nn.Module, device: torch.device, amp
     target = stages[0].fn if stages and stages[0].capturable else net
     capture = TrainGraphs(target, requested=True, amp_dtype=amp_dtype, reason=reason)  # logs one line
     return (capture if capture.enabled else None), capture
+
+
+class StepCapture:
+    """The training step's forward and gradient zeroing, captured or eager: the capture policy and
+    its fallback, owned in one place.
+
+    Constructed with the eager forward (``eager(imgs) -> preds``: the network under autocast);
+    :meth:`enable` builds the training capture (:func:`build_train_capture`) when ``cuda_graph=True``.
+    State: :attr:`graphs`, the live capture the loop replays (None: eager), and :attr:`report`, the
+    capture object kept for the run's result (also after a fallback: it says what happened).
+    """
+
+    def __init__(self, eager: Callable[[Tensor], Any]) -> None:
+        self.eager = eager
+        self.graphs: Any = None
+        self.report: Any = None
+
+    def enable(self, model: Any, *, net: nn.Module, device: torch.device, amp_dtype: torch.dtype | None,
+               distributed: bool) -> None:
+        """Set up capture of ``model``'s training trunk (or all of ``net``) for a ``cuda_graph=True`` run."""
+        capture, report = build_train_capture(model, net=net, device=device, amp_dtype=amp_dtype,
+                                              distributed=distributed)
+        if report is not None:
+            self.graphs = capture
+            self.report = report
+
+    def forward(self, imgs: Tensor) -> Any:
+        """``graphs.forward(imgs)`` (after ``graphs.maybe_capture(imgs)``) while a capture is live, else
+        ``eager(imgs)``. A :class:`~libreyolo.errors.GraphCaptureError` turns capture off for the
+        rest of the run with one warning (SPEC T-4) and this batch runs eager."""
+        gc = self.graphs
+        if gc is not None:
+            try:
+                if hasattr(gc, "maybe_capture"):
+                    gc.maybe_capture(imgs)
+                return gc.forward(imgs)
+            except GraphCaptureError as e:
+                logger.warning("training eager from now on: graph capture failed: %s", e)
+                self.graphs = None
+        return self.eager(imgs)
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        """Zero gradients; a live training graph needs it done in place (SPEC T-7)."""
+        gc = self.graphs
+        if gc is not None and hasattr(gc, "zero_grad"):
+            gc.zero_grad(optimizer)
+        else:
+            optimizer.zero_grad(set_to_none=True)

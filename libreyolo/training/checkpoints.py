@@ -1,6 +1,6 @@
 """Checkpoints of the trainer: what ``last.pt`` / ``best.pt`` hold, and resuming from them.
 
-A mixin of :class:`libreyolo.training.trainer.Trainer`. ``last.pt`` is written every epoch with the
+:class:`Checkpointer` is the trainer's part that writes and reads them. ``last.pt`` is written every epoch with the
 full training state (network, optimizer, EMA, scaler, schedule, counters) so that ``resume=True``
 continues where the run stopped; a run that trains all its epochs strips it to the final weights,
 args and metrics at the end. ``best.pt`` holds the EMA weights and metrics only. Both go through
@@ -19,13 +19,11 @@ counter and the Python, NumPy, torch (CPU and CUDA) and loader-generator random 
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import logging
 import math
 import random
 import shutil
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,120 +40,129 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class CheckpointMixin:
-    """Saving and resuming (see the module docstring)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Progress:
+    """The loop's counters a checkpoint carries: ``epoch`` (0-based, the last finished one),
+    ``best_fitness`` / ``best_metrics`` (best.pt's epoch), ``last_opt_step`` (the iteration of the
+    last optimizer step) and ``stale`` (epochs without improvement, for ``patience``)."""
 
-    model: Family
-    cfg: TrainConfig
-    explicit: set[str]
-    net: nn.Module
-    ema: ModelEMA | None
-    optimizer: torch.optim.Optimizer
-    scaler: torch.amp.GradScaler
-    wdir: Path
-    resume_path: Path | None
-    start_epoch: int
+    epoch: int
     best_fitness: float
     best_metrics: dict[str, float]
     last_opt_step: int
+    stale: int
 
-    def _resume_checkpoint(self) -> dict[str, Any]:
-        """Every rank reads the checkpoint (rank 0 alone writes them)."""
-        self.resume_path, ckpt, self.cfg = resolve_resume(self.cfg, self.explicit)
-        remove_stale_tmp(self.resume_path.parent)
-        logger.info("resuming %s from epoch %d of %d", self.resume_path, int(ckpt["train_state"]["epoch"]) + 2,
-                    self.cfg.epochs)
-        return ckpt
 
-    def _load_train_state(self, st: dict[str, Any]) -> None:
+def open_resume(cfg: TrainConfig, explicit: set[str]) -> tuple[Path, dict[str, Any], TrainConfig]:
+    """(checkpoint path, checkpoint, the run's config) of a ``resume`` run (:func:`resolve_resume`);
+    removes the temporary files an interrupted write left beside it. Every rank reads it (rank 0
+    alone writes checkpoints)."""
+    path, ckpt, cfg = resolve_resume(cfg, explicit)
+    remove_stale_tmp(path.parent)
+    logger.info("resuming %s from epoch %d of %d", path, int(ckpt["train_state"]["epoch"]) + 2, cfg.epochs)
+    return path, ckpt, cfg
+
+
+def restore_rng(rng: dict[str, Any] | None, *, loader_generator: torch.Generator | None, distributed: bool,
+                device: torch.device | None) -> None:
+    """Put back the random states saved with the epoch (called after everything set-up draws)."""
+    if not rng:
+        return
+    if loader_generator is not None and rng.get("loader") is not None:
+        loader_generator.set_state(rng["loader"])
+    if distributed:  # rank 0's global streams are not the other ranks':
+        return  # under DDP every rank keeps its own seed + rank streams (the loop draws nothing from them)
+    random.setstate((rng["python"][0], tuple(rng["python"][1]), rng["python"][2]))
+    np.random.set_state(("MT19937", rng["numpy"]["key"].numpy().astype(np.uint32), int(rng["numpy"]["pos"]),
+                         int(rng["numpy"]["has_gauss"]), float(rng["numpy"]["cached_gaussian"])))
+    torch.set_rng_state(rng["torch"])
+    if isinstance(rng.get("cuda"), torch.Tensor) and device is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(rng["cuda"], device)
+
+
+class Checkpointer:
+    """The run's ``weights/`` folder: writes ``last.pt`` / ``best.pt`` / ``epoch<N>.pt``, strips
+    ``last.pt`` at the end, and loads a resumed run's optimizer, EMA and scaler state.
+
+    Constructed with the objects whose state it saves (``net``, ``ema``, ``optimizer``, ``scaler``,
+    the training loader's ``loader_generator``: built once at set-up, never replaced during a run)
+    and the training ``device``; the config and the loop's :class:`Progress` come with each call. State: :attr:`wdir` and :attr:`saved_epochs`
+    (epochs the last written ``last.pt`` holds; None before the first save).
+    """
+
+    def __init__(self, model: Family, wdir: Path, *, net: nn.Module, ema: ModelEMA | None,
+                 optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+                 loader_generator: torch.Generator | None, device: torch.device) -> None:
+        self.model, self.wdir, self.net, self.ema = model, wdir, net, ema
+        self.optimizer, self.scaler = optimizer, scaler
+        self.loader_generator, self.device = loader_generator, device
+        self.saved_epochs: int | None = None
+
+    def restore(self, st: dict[str, Any]) -> Progress:
+        """Load a checkpoint's ``train_state`` into the optimizer, EMA and scaler; returns its counters."""
         self.optimizer.load_state_dict(st["optimizer"])
         if self.ema is not None and st.get("ema") is not None:
             self.ema.load_state_dict(st["ema"])
         if st.get("scaler"):
             self.scaler.load_state_dict(st["scaler"])
-        self.start_epoch = int(st["epoch"]) + 1
-        self.best_fitness = float(st.get("best_fitness", -math.inf))
-        self.best_metrics = dict(st.get("best_metrics") or {})
-        self.last_opt_step = int(st.get("last_opt_step", -1))
-        self.stale = int(st.get("stale", 0))
-        self._saved_rng = st.get("rng")  # restored by _restore_rng() at the end of setup
+        return Progress(epoch=int(st["epoch"]), best_fitness=float(st.get("best_fitness", -math.inf)),
+                        best_metrics=dict(st.get("best_metrics") or {}),
+                        last_opt_step=int(st.get("last_opt_step", -1)), stale=int(st.get("stale", 0)))
 
-    def _restore_rng(self) -> None:
-        """Put back the random states saved with the epoch (after everything setup draws)."""
-        rng = getattr(self, "_saved_rng", None)
-        if not rng:
-            return
-        self._saved_rng = None
-        gen = getattr(getattr(self, "train_loader", None), "generator", None)
-        if gen is not None and rng.get("loader") is not None:
-            gen.set_state(rng["loader"])
-        if getattr(self, "dist", None) is not None:  # rank 0's global streams are not the other ranks':
-            return  # under DDP every rank keeps its own seed + rank streams (the loop draws nothing from them)
-        random.setstate((rng["python"][0], tuple(rng["python"][1]), rng["python"][2]))
-        np.random.set_state(("MT19937", rng["numpy"]["key"].numpy().astype(np.uint32), int(rng["numpy"]["pos"]),
-                             int(rng["numpy"]["has_gauss"]), float(rng["numpy"]["cached_gaussian"])))
-        torch.set_rng_state(rng["torch"])
-        device = getattr(self, "device", None)
-        if isinstance(rng.get("cuda"), torch.Tensor) and device is not None and device.type == "cuda":
-            torch.cuda.set_rng_state(rng["cuda"], device)
+    def load_final(self) -> Path:
+        """After the run: ``best.pt`` (else ``last.pt``) into the model, which is left in eval mode
+        and remembers the file (``ckpt_path``); returns that file."""
+        from ..io.checkpoint import load_state_into, read_checkpoint
 
-    def _weights(self) -> dict[str, Tensor]:
+        best = self.wdir / "best.pt"
+        src = best if best.is_file() else self.wdir / "last.pt"
+        load_state_into(self.model, read_checkpoint(src)["model"], strict=True, where=str(src))
+        self.model.net.eval()
+        self.model.ckpt_path = str(src)
+        return src
+
+    def weights(self) -> dict[str, Tensor]:
+        """What best.pt / last.pt hold as the model: the EMA weights when there is an EMA."""
         return (self.ema.module if self.ema is not None else self.net).state_dict()
 
-    def _common(self, epoch: int, metrics: dict[str, float]) -> dict[str, Any]:
-        return {"train_args": self.cfg.to_dict(), "epoch": epoch, "metrics": dict(metrics)}
+    @staticmethod
+    def _common(cfg: TrainConfig, epoch: int, metrics: dict[str, float]) -> dict[str, Any]:
+        return {"train_args": cfg.to_dict(), "epoch": epoch, "metrics": dict(metrics)}
 
-    def _strip_last(self) -> None:
+    def strip_last(self, cfg: TrainConfig, epoch: int, metrics: dict[str, float]) -> None:
         """A run that trained all its epochs: ``last.pt`` is rewritten with the final weights, args and
         metrics but no ``train_state`` (optimizer, EMA, RNG: most of its size), like ``best.pt``. A run
         stopped early (interrupt, error, ``time_limit``, ``patience``) keeps it resumable."""
         from ..io.checkpoint import save_model
 
-        save_model(self.model, self.wdir / "last.pt", state_dict=self._weights(),
-                   extra=self._common(self.epoch, getattr(self, "last_metrics", {})))
+        save_model(self.model, self.wdir / "last.pt", state_dict=self.weights(),
+                   extra=self._common(cfg, epoch, metrics))
 
-    @contextlib.contextmanager
-    def timed(self, stage: str) -> Iterator[None]:
-        """Record the wall seconds of a per-epoch stage as ``time/<stage>_s`` in
-        :attr:`stage_seconds` (logged to ``results.csv`` with the epoch's row)."""
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.__dict__.setdefault("stage_seconds", {})[f"time/{stage}_s"] = time.perf_counter() - t0
-
-    @property
-    def stage_seconds(self) -> dict[str, float]:
-        return self.__dict__.get("stage_seconds", {})
-
-    def _save(self, epoch: int, metrics: dict[str, float], *, best: bool) -> None:
-        with self.timed("save"):
-            self._write_checkpoints(epoch, metrics, best=best)
-
-    def _write_checkpoints(self, epoch: int, metrics: dict[str, float], *, best: bool) -> None:
+    def save(self, cfg: TrainConfig, metrics: dict[str, float], progress: Progress, *, best: bool) -> None:
+        """The epoch's ``last.pt`` (resumable), ``best.pt`` when ``best``, ``epoch<N>.pt`` every ``save_period``."""
         from ..io.checkpoint import save_model
 
-        common = self._common(epoch, metrics)
+        epoch = progress.epoch
+        common = self._common(cfg, epoch, metrics)
         state = {
             "epoch": epoch,
-            "best_fitness": self.best_fitness,
-            "best_metrics": dict(self.best_metrics),
+            "best_fitness": progress.best_fitness,
+            "best_metrics": dict(progress.best_metrics),
             "net": {k: v.detach().cpu().clone() for k, v in self.net.state_dict().items()},
             "optimizer": self.optimizer.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
-            "last_opt_step": self.last_opt_step,
-            "stale": int(getattr(self, "stale", 0)),
-            "rng": rng_state(getattr(getattr(self, "train_loader", None), "generator", None),
-                             device=getattr(self, "device", None)),
-            "schedule": {"epochs": self.cfg.epochs, "lrf": self.cfg.lrf, "cos": self.cfg.cos_lr},
+            "last_opt_step": progress.last_opt_step,
+            "stale": int(progress.stale),
+            "rng": rng_state(self.loader_generator, device=self.device),
+            "schedule": {"epochs": cfg.epochs, "lrf": cfg.lrf, "cos": cfg.cos_lr},
         }
-        weights = self._weights()
+        weights = self.weights()
         remove_stale_tmp(self.wdir)  # the writer also does this per file where io.checkpoint supports it
         save_model(self.model, self.wdir / "last.pt", state_dict=weights, extra={**common, "train_state": state})
         if best:
             save_model(self.model, self.wdir / "best.pt", state_dict=weights, extra=common)
-        if self.cfg.save_period > 0 and (epoch + 1) % self.cfg.save_period == 0:  # a resumable copy of last.pt
+        if cfg.save_period > 0 and (epoch + 1) % cfg.save_period == 0:  # a resumable copy of last.pt
             tmp = self.wdir / f".epoch{epoch + 1}.pt.copy"
             shutil.copyfile(self.wdir / "last.pt", tmp)
             tmp.replace(self.wdir / f"epoch{epoch + 1}.pt")

@@ -1,18 +1,20 @@
 """Data set-up of the trainer: task defaults, datasets, class-count matching, loaders.
 
-A mixin of :class:`libreyolo.training.trainer.Trainer` (it reads the trainer's ``model``, ``cfg``,
-``explicit``, ``data``, ``device``, ``dist`` and ``is_main``). Detection reads YOLO datasets
-(:mod:`libreyolo.data.dataset`); classification (``OUTPUT_KIND == "probs"``) reads ImageFolder
-datasets (:mod:`libreyolo.data.classify`). ``single_cls`` trains detection as one class (labels
-collapse to 0, a one-class head); ``fraction`` keeps the first share of the sorted training images. Under DDP the total ``batch`` is split over the
-processes and a :class:`~torch.utils.data.DistributedSampler` gives each a disjoint slice.
+:func:`task_defaults` adjusts the config before anything else; :class:`DataSetup` is the trainer's
+part that loads the data config, matches the model's classes to it (rebuilding the head) and
+builds the datasets and loaders. Detection reads YOLO datasets (:mod:`libreyolo.data.dataset`);
+classification (``OUTPUT_KIND == "probs"``) reads ImageFolder datasets
+(:mod:`libreyolo.data.classify`). ``single_cls`` trains detection as one class (labels collapse
+to 0, a one-class head); ``fraction`` keeps the first share of the sorted training images. Under
+DDP the total ``batch`` is split over the processes and a
+:class:`~torch.utils.data.DistributedSampler` gives each a disjoint slice.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
@@ -27,43 +29,64 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class DataSetupMixin:
-    """Dataset and loader construction for the trainer (see the module docstring)."""
+def is_classifier(model: Any) -> bool:
+    """The model outputs class probabilities (capability ``OUTPUT_KIND == "probs"``)."""
+    return getattr(model, "OUTPUT_KIND", "boxes") == "probs"
 
-    model: Family
-    cfg: TrainConfig
-    explicit: set[str]
-    data: Any
-    device: torch.device
-    dist: DistContext | None
-    is_main: bool
+
+def task_defaults(model: Family, cfg: TrainConfig, explicit: set[str]) -> TrainConfig:
+    """Classification: ``imgsz`` defaults to the family's (224) and ``project`` to runs/classify."""
+    if not is_classifier(model):
+        return cfg
+    changes: dict[str, Any] = {}
+    if "imgsz" not in explicit:
+        changes["imgsz"] = int(model.DEFAULT_IMGSZ)
+    if "project" not in explicit:
+        changes["project"] = "runs/classify"
+    return dataclasses.replace(cfg, **changes) if changes else cfg
+
+
+class DataSetup:
+    """Datasets and loaders of one run (see the module docstring).
+
+    Constructed with the model (its head is rebuilt for the data's class count), the run's config
+    (as resolved at set-up: a ``time_limit`` re-plan changes only ``epochs``, which this never reads),
+    the training ``device`` and this process's :class:`~.distributed.DistContext` (None: one
+    process). Owns :attr:`config` (the loaded data config: image lists, ``nc``, ``names``),
+    :attr:`train_ds` / :attr:`val_ds`, :attr:`train_loader` / :attr:`val_loader`,
+    :attr:`train_sampler` (DDP) and :attr:`batch` (per process). Steps, in this order:
+    :meth:`load`, :meth:`match_classes`, :meth:`build_loaders`; :meth:`close` drops the loaders.
+    """
+
+    def __init__(self, model: Family, cfg: TrainConfig, *, device: torch.device, dist: DistContext | None) -> None:
+        self.model, self.cfg, self.device, self.dist = model, cfg, device, dist
+        self.classify = is_classifier(model)
+        self.config: Any = None
+        self.train_ds: Any = None
+        self.val_ds: Any = None
+        self.train_loader: Any = None
+        self.val_loader: Any = None
+        self.train_sampler: Any = None
+        self.batch = cfg.batch
 
     @property
-    def classify(self) -> bool:
-        """The model outputs class probabilities (capability ``OUTPUT_KIND == "probs"``)."""
-        return getattr(self.model, "OUTPUT_KIND", "boxes") == "probs"
+    def is_main(self) -> bool:
+        return self.dist is None or self.dist.is_main
 
-    def _task_defaults(self, cfg: TrainConfig) -> TrainConfig:
-        """Classification: ``imgsz`` defaults to the family's (224) and ``project`` to runs/classify."""
-        if not self.classify:
-            return cfg
-        changes: dict[str, Any] = {}
-        if "imgsz" not in self.explicit:
-            changes["imgsz"] = int(self.model.DEFAULT_IMGSZ)
-        if "project" not in self.explicit:
-            changes["project"] = "runs/classify"
-        return dataclasses.replace(cfg, **changes) if changes else cfg
-
-    def _load_data(self, data: str, load_detection: Callable[[str], Any]) -> Any:
+    def load(self) -> None:
+        """Read the data config ``cfg.data`` (ImageFolder layout for a classifier)."""
         if self.classify:
             from ..data.classify import load_classify_data
 
-            return load_classify_data(data)
-        return load_detection(data)
+            self.config = load_classify_data(self.cfg.data)
+            return
+        from ..data.config import load_data_config
 
-    def _match_classes(self) -> None:
+        self.config = load_data_config(self.cfg.data)
+
+    def match_classes(self) -> None:
         """Rebuild the head when the dataset's class count differs (matching weights are kept)."""
-        m, d = self.model, self.data
+        m, d = self.model, self.config
         nc, names = d.nc, dict(d.names)
         if self.cfg.single_cls:  # every label becomes class 0 (the datasets collapse them)
             if self.classify:
@@ -104,7 +127,7 @@ class DataSetupMixin:
         self.train_sampler = DistributedSampler(self.train_ds, num_replicas=ws, rank=self.dist.rank,
                                                 shuffle=True, seed=cfg.seed, drop_last=False)
 
-    def _workers(self) -> int:
+    def workers(self) -> int:
         """``cfg.workers`` capped at the CPU cores this process may use (shared by the DDP processes
         of this host); said once when the cap applies. Results do not depend on the worker count
         (augmentation is a function of seed, epoch and image index)."""
@@ -133,12 +156,12 @@ class DataSetupMixin:
             logger.info("fraction=%g: training on the first %d of %d images", self.cfg.fraction, n, len(files))
         return files[:n]
 
-    def _build_loaders(self) -> None:
+    def build_loaders(self) -> None:
         from ..data.augment import AugmentConfig
         from ..data.dataset import DetectionDataset
         from ..data.loader import build_dataloader
 
-        cfg, d = self.cfg, self.data
+        cfg, d = self.cfg, self.config
         if self.classify:
             if cfg.fraction < 1:
                 raise ConfigError("fraction < 1 is for detection datasets; for a classifier, list fewer images")
@@ -146,7 +169,7 @@ class DataSetupMixin:
             return
         hyp = AugmentConfig(**cfg.augment_kwargs())
         pin = self.device.type == "cuda"
-        workers = self._workers()
+        workers = self.workers()
         if not self.is_main:  # rank 0 scans the labels and writes the cache first; the others read it
             barrier(self.dist)
         train_files = self._train_files(d.train)
@@ -171,9 +194,9 @@ class DataSetupMixin:
         from ..data.classify import ClassifyDataset, collate_classify
         from ..data.loader import build_dataloader
 
-        cfg, d = self.cfg, self.data
+        cfg, d = self.cfg, self.config
         pin = self.device.type == "cuda"
-        workers = self._workers()
+        workers = self.workers()
         self.train_ds = ClassifyDataset(d.train, imgsz=cfg.imgsz, augment=True, fliplr=cfg.fliplr, hsv_h=cfg.hsv_h,
                                         hsv_s=cfg.hsv_s, hsv_v=cfg.hsv_v, prefix="train: ")
         self._split_batch()
@@ -186,3 +209,18 @@ class DataSetupMixin:
             self.val_ds = ClassifyDataset(d.val, imgsz=cfg.imgsz, augment=False, prefix="val: ")
             self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=workers, shuffle=False,
                                                seed=cfg.seed, pin_memory=pin, collate_fn=collate_classify)
+
+    def plot_batch(self, i: int, batch: dict[str, Any], save_dir: Path | None) -> None:
+        """``train_batch<i>.png`` (the augmented batch with its boxes) and, with the first, ``train_labels.png``."""
+        if "bboxes" not in batch or save_dir is None:  # a classification batch has no boxes to draw
+            return
+        from ..engine.val_plots import plot_labels, plot_train_batch
+
+        plot_train_batch(batch, save_dir / f"train_batch{i}.png", names=self.model.names)
+        labels = getattr(self.train_ds, "labels", None)
+        if i == 0 and labels is not None:
+            plot_labels(labels, self.model.names, save_dir / "train_labels.png")
+
+    def close(self) -> None:
+        """Drop the loaders (their worker processes end); the datasets stay readable."""
+        self.train_loader = self.val_loader = None

@@ -279,6 +279,70 @@ def wrap_ddp(net: nn.Module, ctx: DistContext, *, find_unused_parameters: bool =
                                    find_unused_parameters=find_unused_parameters)
 
 
+class Distributed:
+    """The trainer's place in a distributed run, and the DDP steps it takes; outside a torchrun
+    world (``ctx`` None) every method is the single-process no-op.
+
+    Constructed with this process's :class:`DistContext` (:meth:`join` joins the world);
+    it owns that context and the process group it may have created (:meth:`close`).
+    """
+
+    def __init__(self, ctx: DistContext | None = None) -> None:
+        self.ctx = ctx
+
+    @classmethod
+    def join(cls, device: str | int | None, *, world_size: int = 0) -> Distributed:
+        """:func:`setup_distributed` for the run's ``device`` / ``world_size``."""
+        return cls(setup_distributed(device, world_size=world_size))
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 of a DDP run, or the only process: validates, saves, logs."""
+        return self.ctx is None or self.ctx.is_main
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank (:func:`broadcast_object`)."""
+        return broadcast_object(obj, self.ctx)
+
+    def sync_batchnorm(self, model: Any, *, device: torch.device) -> None:
+        """``sync_bn=True``: ``model.net``'s BatchNorm layers become SyncBatchNorm under DDP on CUDA
+        (a warning on other devices; nothing outside DDP)."""
+        if self.ctx is None:
+            return
+        if device.type == "cuda":
+            model.net = convert_sync_batchnorm(model.net)
+        else:
+            logger.warning("sync_bn=True ignored: SyncBatchNorm needs CUDA devices (this run is on %s)", device)
+
+    def wrap(self, net: nn.Module) -> nn.Module:
+        """What the loop calls: ``DistributedDataParallel(net)`` under DDP, else ``net`` itself."""
+        return wrap_ddp(net, self.ctx) if self.ctx is not None else net
+
+    def check_replicas(self, net: nn.Module) -> list[str]:
+        """After training: every rank's parameter digest (:func:`gather_digests`), which must agree;
+        then a barrier, so rank 0's files are complete. ``[]`` outside DDP."""
+        if self.ctx is None:
+            return []
+        digests = gather_digests(net, self.ctx)
+        if len(set(digests)) != 1:
+            raise RuntimeError(f"DDP replicas diverged (parameter digests {digests}); "
+                               "please report this with the run's args.yaml")
+        barrier(self.ctx)
+        return digests
+
+    def plain_batchnorm(self, model: Any) -> bool:
+        """After training: SyncBatchNorm layers of ``model.net`` back to BatchNorm2d
+        (:func:`revert_sync_batchnorm`); True when ``model.net`` was replaced."""
+        if self.ctx is not None and any(isinstance(m, nn.SyncBatchNorm) for m in model.net.modules()):
+            model.net = revert_sync_batchnorm(model.net)
+            return True
+        return False
+
+    def close(self) -> None:
+        """Destroy the process group if :meth:`join` created it (:func:`cleanup_distributed`)."""
+        cleanup_distributed(self.ctx)
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now (for the rendezvous of a local run)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -7,6 +7,7 @@ import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -28,6 +29,18 @@ def init_run_dir(save_dir: Path, cfg: TrainConfig) -> None:
     """Create ``save_dir/weights`` and write ``save_dir/args.yaml`` (the resolved config)."""
     (save_dir / "weights").mkdir(parents=True, exist_ok=True)
     (save_dir / "args.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+
+def open_run_dir(cfg: TrainConfig, *, resume_path: Path | None, ddp: Any) -> tuple[Path, bool]:
+    """(the run folder, whether this run created it): rank 0 alone finds and initialises it
+    (:func:`run_dir_for`, :func:`init_run_dir`); ``ddp`` (:class:`~.distributed.Distributed`)
+    tells the other ranks its name."""
+    save_dir, created = None, False
+    if ddp.is_main:
+        save_dir = run_dir_for(cfg, resume_path=resume_path)
+        created = resume_path is None and not save_dir.exists()
+        init_run_dir(save_dir, cfg)
+    return Path(ddp.broadcast(str(save_dir))), created
 
 
 def after_failure(save_dir: Path, *, interrupted: bool, created: bool, saved_epochs: Callable[[], int],

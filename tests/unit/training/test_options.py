@@ -57,14 +57,14 @@ def _setup(data: Path, project: Path, model=None, **kw) -> Trainer:
 def test_single_cls_collapses_labels_and_builds_a_one_class_head(tiny_shapes, tmp_path):
     t = _setup(tiny_shapes, tmp_path)
     try:
-        assert len({int(c) for a in t.train_ds.labels for c in a[:, 0]}) > 1  # the data has several classes
+        assert len({int(c) for a in t.data.train_ds.labels for c in a[:, 0]}) > 1  # the data has several classes
     finally:
         t.teardown()
     model = Model(YOLO9(size="t", nc=6))
     t = Trainer(model, TrainConfig.from_overrides(_over(tiny_shapes, tmp_path, epochs=1, single_cls=True)))
     result = t.fit()  # trains and validates with one class
     assert model.nc == model.net.nc == 1 and model.names == {0: "object"}
-    for ds in (t.train_ds, t.val_ds):
+    for ds in (t.data.train_ds, t.data.val_ds):
         assert sum(len(a) for a in ds.labels) > 0 and all((a[:, 0] == 0).all() for a in ds.labels)
     assert read_checkpoint(Path(result["best"]))["libreyolo"]["nc"] == 1
 
@@ -72,8 +72,8 @@ def test_single_cls_collapses_labels_and_builds_a_one_class_head(tiny_shapes, tm
 def test_fraction_keeps_the_first_sorted_images(tiny_shapes, tmp_path):
     t = _setup(tiny_shapes, tmp_path, fraction=0.5)
     try:
-        assert t.train_ds.im_files == [str(f) for f in t.data.train[:4]] and len(t.data.train) == 8
-        assert len(t.val_ds) == 4  # validation keeps every image
+        assert t.data.train_ds.im_files == [str(f) for f in t.data.config.train[:4]] and len(t.data.config.train) == 8
+        assert len(t.data.val_ds) == 4  # validation keeps every image
     finally:
         t.teardown()
     for bad in (0, 1.5):

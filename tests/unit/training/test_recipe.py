@@ -200,7 +200,7 @@ def test_partial_window_gradient_is_the_sum_of_its_micro_batches(tiny_shapes, tm
         def grads(batch) -> list[torch.Tensor]:
             t.net.zero_grad(set_to_none=True)
             imgs = batch["img"].float().div_(255.0)
-            loss, _ = criterion(t.forward_fn(imgs), batch)
+            loss, _ = criterion(t.capture.eager(imgs), batch)
             loss.backward()
             return [p.grad.detach().clone() for p in t.net.parameters()]
 
@@ -219,9 +219,13 @@ def test_workers_capped_at_the_usable_cores(tiny_shapes, tmp_path, monkeypatch, 
     import os
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    t = Trainer(_model(), TrainConfig.from_overrides(over(tiny_shapes, tmp_path, epochs=1, workers=8)))
+    from libreyolo.training.data_setup import DataSetup
+
+    def data_setup(**kw) -> DataSetup:
+        cfg = TrainConfig.from_overrides(over(tiny_shapes, tmp_path, epochs=1, **kw))
+        return DataSetup(_model(), cfg, device=torch.device("cpu"), dist=None)
+
     with caplog.at_level(logging.INFO):
-        assert t._workers() == 2
+        assert data_setup(workers=8).workers() == 2
     assert any("workers=8 capped at 2" in r.getMessage() for r in caplog.records)
-    t2 = Trainer(_model(), TrainConfig.from_overrides(over(tiny_shapes, tmp_path, epochs=1, workers=1)))
-    assert t2._workers() == 1
+    assert data_setup(workers=1).workers() == 1

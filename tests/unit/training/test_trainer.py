@@ -176,7 +176,7 @@ def test_cuda_graph_flag_is_safe_on_cpu(tiny_shapes, tmp_path, caplog):
     with caplog.at_level(logging.INFO):
         t.setup()
     t.teardown()
-    assert t.graph_capture is None
+    assert t.capture.graphs is None
     assert sum("training eager" in r.message for r in caplog.records) == 1
 
 
@@ -216,7 +216,7 @@ def test_no_autograd_graph_outlives_its_step(tiny_shapes, tmp_path):
     class Probe:
         def forward(self, imgs):
             assert all(r() is None for r in previous), "the previous step's predictions or loss are still alive"
-            out = t.forward_fn(imgs)
+            out = t.capture.eager(imgs)
             previous[:] = [weakref.ref(p) for p in out]
             calls.append(imgs.shape[0])
             return out
@@ -231,7 +231,7 @@ def test_no_autograd_graph_outlives_its_step(tiny_shapes, tmp_path):
         previous.append(weakref.ref(loss))
         return loss, items
 
-    t.graph_capture = Probe()
+    t.capture.graphs = Probe()
     t.criterion = tracked
     try:
         t._train_epoch(0)

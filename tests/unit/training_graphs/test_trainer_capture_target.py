@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 from torch import nn
 
 import libreyolo.graphs.training as tg
 from libreyolo.graphs.seam import Stage
-from libreyolo.training import trainer as tr
+from libreyolo.training.capture import StepCapture
 
 
 @pytest.mark.parametrize("split", [True, False])
@@ -33,9 +31,7 @@ def test_capture_target(monkeypatch: pytest.MonkeyPatch, split: bool) -> None:
             return [Stage(name="trunk", fn=trunk, capturable=True),
                     Stage(name="decoder+criterion", fn=nn.Identity(), capturable=False)]
 
-    t = tr.Trainer.__new__(tr.Trainer)
-    t.model, t.net, t.cfg = Model(), net, SimpleNamespace(cuda_graph=True)
-    t.device, t.dist, t.amp_dtype, t.graph_capture = torch.device("cuda", 0), None, None, None
-    t._setup_graph_capture()
+    capture = StepCapture(eager=lambda imgs: imgs)  # the trainer's part that owns the capture policy
+    capture.enable(Model(), net=net, device=torch.device("cuda", 0), amp_dtype=None, distributed=False)
     assert seen["target"] is (trunk if split else net)
-    assert isinstance(t.graph_capture, RecordingGraphs)
+    assert isinstance(capture.graphs, RecordingGraphs)
