@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:  # run as a file: the repository root makes `bench
     sys.path.insert(0, str(ROOT))
 from benchmarks._common import md_table, stamp, write_result  # noqa: E402
 from libreyolo.bench.timing import time_events  # noqa: E402
-from libreyolo.model import Model
+from libreyolo.model import Model  # noqa: E402
 
 # conv-as-GEMM shapes of yolo9-t at 640 px, batch 1 (Cin, Cout, k, Hout, Wout), used when the
 # model cannot be built here; measured with forward hooks on the real network otherwise.

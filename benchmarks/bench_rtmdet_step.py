@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # run as a file: the repository root makes `bench
     sys.path.insert(0, str(ROOT))
 from benchmarks._common import md_table, stamp, write_result  # noqa: E402
 from libreyolo.bench.timing import time_wall  # noqa: E402
-from libreyolo.model import Model
+from libreyolo.model import Model  # noqa: E402
 
 
 def synthetic_batch(b: int, imgsz: int, nc: int, n_boxes: int, device: torch.device) -> dict[str, torch.Tensor]:

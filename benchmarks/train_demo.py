@@ -78,9 +78,9 @@ def main() -> None:
     (out / "command.txt").write_text(command + "\n")
     t_all = time.perf_counter()
 
+    from libreyolo import LibreYOLO
     from libreyolo.data.config import load_data_config
     from libreyolo.data.shapes import ensure_shapes_dataset
-    from libreyolo import LibreYOLO
     from libreyolo.training.config import TrainConfig
     from libreyolo.training.trainer import Trainer
 

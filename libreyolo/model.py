@@ -322,7 +322,14 @@ class Model:
 
         self._refuse("train")
         self.backend.drop_prepared()  # the inference twin (a copy of the network and its graphs) is rebuilt after
-        return train(self, overrides)
+        net, device = self.family.net, self.family.device
+        try:
+            return train(self.family, overrides)
+        finally:  # the trainer works on the architecture; graphs of a replaced or moved network go
+            if self.family.net is not net:
+                self.backend.invalidate("head rebuilt for a new class count")
+            elif self.family.device != device:
+                self.backend.invalidate(f"model moved from {device} to {self.family.device} for training")
 
     def val(self, **overrides: Any) -> dict[str, float]:
         """Validate on a dataset; returns COCO-style metrics (mAP50-95, mAP50, precision, recall)."""

@@ -1,7 +1,7 @@
 """The family registry: one entry per model architecture (SPEC U-1, DESIGN convention 3).
 
-Families register themselves with :func:`register_family` from ``libreyolo/models/__init__.py``
-(one explicit line each). The registry decides by explicit data: checkpoint metadata names the
+Families register themselves with :func:`register_family` (:mod:`libreyolo.models._base.registry`)
+from ``libreyolo/models/__init__.py`` (one explicit line each). The registry decides by explicit data: checkpoint metadata names the
 family; a weights *file name* is matched second, and a name that two families both match raises
 with the candidates listed.
 
@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError, suggest
+from .models._base.registry import FAMILIES as _FAMILIES
+from .models._base.registry import register_family  # noqa: F401 - re-exported: families register here
 
 if TYPE_CHECKING:
     from .models._base.family import Family
 
-_FAMILIES: dict[str, type[Family]] = {}
 
 TASK_SUFFIXES = {"": "detect", "cls": "classify", "seg": "segment", "pose": "pose"}
 _NAME_RE = re.compile(r"^Libre(?P<body>[A-Za-z0-9_]+?)(?:-(?P<task>[a-z]+))?(?:\.(?P<ext>pt|safetensors|onnx))?$")
@@ -31,15 +32,6 @@ class ParsedName:
     family: str
     size: str
     task: str
-
-
-def register_family(cls: type[Family]) -> type[Family]:
-    """Add a family class; registering a second class under the same name raises."""
-    name = cls.FAMILY
-    if name in _FAMILIES and _FAMILIES[name] is not cls:
-        raise ConfigError(f"family {name!r} is registered twice ({_FAMILIES[name]} and {cls})")
-    _FAMILIES[name] = cls
-    return cls
 
 
 def _ensure_loaded() -> None:

@@ -45,17 +45,19 @@ from typing import Any
 
 import numpy as np
 
+from ..data.images import (  # noqa: F401 - re-exported: where users and tests found them
+    IMAGE_SUFFIXES,
+    VIDEO_SUFFIXES,
+    UnreadableFile,
+    decode_image,
+    read_image,
+    swap_rb,
+)
 from ..errors import SourceError
-from .arrays import _from_array, _from_pil, _from_tensor, _is_pil, _is_tensor, swap_rb  # noqa: F401 - swap_rb re-exported
+from .arrays import _from_array, _from_pil, _from_tensor, _is_pil, _is_tensor
 
 logger = logging.getLogger(__name__)
 
-IMAGE_SUFFIXES: frozenset[str] = frozenset(
-    {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".jp2", ".pbm", ".pgm", ".ppm", ".pnm"}
-)
-VIDEO_SUFFIXES: frozenset[str] = frozenset(
-    {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv", ".ts", ".gif"}
-)
 SUPPORTED_TYPES = (
     "a file path (str or pathlib.Path) to an image or video, a directory, a glob pattern, "
     "a .txt file listing paths, a webcam index (0), a stream URL (rtsp://, http://...), "
@@ -171,14 +173,6 @@ class SourceLoader:
                 raise SourceError(self.skipped[0].reason)
             raise SourceError(f"none of the {len(self.skipped)} files of the source could be read, e.g. "
                               f"{self.skipped[0].reason}")
-
-
-class UnreadableFile(SourceError):
-    """A source file that exists but cannot be decoded (skipped by :class:`SourceLoader`)."""
-
-    def __init__(self, message: str, *, path: str) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 # An entry of the plan: a callable that yields the items of one source element lazily.
@@ -353,7 +347,7 @@ def _file_entry(path: Path, *, stride: int = 1) -> _Entry:
         return lambda: _read_video(path, stride=stride)
 
     def read() -> Iterator[SourceItem]:
-        rgb, bgr = _decode(path)
+        rgb, bgr = decode_image(path)
         yield SourceItem(rgb=rgb, path=str(path), bgr=bgr)
 
     return read
@@ -379,49 +373,6 @@ def _natural_sorted(paths: Iterable[Path]) -> list[Path]:
 
 
 # ---------------------------------------------------------------------------- decoding
-def read_image(path: str | Path) -> np.ndarray:
-    """Decode an image file to RGB uint8 (H, W, 3); EXIF orientation applied by the Pillow fallback.
-
-    OpenCV decodes first (fast path); Pillow is the fallback for what OpenCV cannot read.
-
-    Raises:
-        SourceError: the file is missing, empty, corrupt, or not an image.
-    """
-    rgb, bgr = _decode(Path(path))
-    return rgb if rgb is not None else swap_rb(bgr)
-
-
-def _decode(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
-    """(RGB or None, BGR or None) pixels of an image file, one of them set (OpenCV decodes to BGR,
-    the Pillow fallback to RGB); :class:`UnreadableFile` when it cannot be decoded."""
-    try:
-        import cv2
-    except ImportError:  # no OpenCV here: Pillow decodes (libreyolo._cv)
-        cv2 = None
-    try:
-        data = np.fromfile(str(path), dtype=np.uint8)  # handles non-ASCII paths, unlike cv2.imread
-    except OSError as e:
-        raise UnreadableFile(f"cannot read image '{path}': {e.strerror or e}", path=str(path)) from e
-    if data.size == 0:
-        raise UnreadableFile(f"image file '{path}' is empty (0 bytes)", path=str(path))
-    bgr = cv2.imdecode(data, cv2.IMREAD_COLOR) if cv2 is not None else None
-    if bgr is not None:
-        return None, bgr
-    try:
-        from PIL import Image, ImageOps, UnidentifiedImageError
-
-        with Image.open(path) as pil:
-            pil = ImageOps.exif_transpose(pil)
-            return _from_pil(pil), None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
-        hint = "" if path.suffix.lower() in IMAGE_SUFFIXES else (
-            f" ('{path.suffix}' is not a known image or video extension;"
-            f" images: {', '.join(sorted(IMAGE_SUFFIXES))}; videos: {', '.join(sorted(VIDEO_SUFFIXES))})"
-        )
-        raise UnreadableFile(f"cannot decode image '{path}': the file is corrupt or not an image{hint}",
-                             path=str(path)) from e
-
-
 def _read_video(path: Path, *, stride: int = 1) -> Iterator[SourceItem]:
     """Yield every ``stride``-th frame of a video one at a time (RGB + BGR), with its 0-based index."""
     from . import video

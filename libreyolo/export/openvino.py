@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from torch import Tensor
 
-from ..errors import CheckpointError, ExportError
 from ..backends.exported import ExportedBackend
+from ..errors import CheckpointError, ExportError
 from .config import ExportConfig
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from ..errors import CheckpointError, ExportError
 from ..backends.exported import ExportedBackend
+from ..errors import CheckpointError, ExportError
 from .config import ExportConfig
 from .graph import build_export_graph
 

@@ -65,7 +65,7 @@ def _image_probe(hw: tuple[int, int], gen: torch.Generator) -> Tensor:
 
     path = Path(SAMPLE_IMAGE)
     if path.is_file():
-        from ..engine.sources import read_image
+        from ..data.images import read_image
 
         rgb_arr = read_image(path)  # OpenCV or Pillow, RGB either way
         if rgb_arr is not None:
@@ -155,7 +155,13 @@ def check_prepared_parity(model: Family, *, shape: tuple[int, int, int, int], dt
     """Parity of what ``predict()`` replays: the prepared twin (weights cast once for float16,
     channels-last where the family sets it; autocast for other half dtypes), its raw network and,
     for a family with a captured decode, network + decode; under cuDNN autotuning as in predict."""
-    from ..models._base.inference import build_twin, channels_last, cudnn_benchmark, input_dtype, prep_spec
+    from ..models._base.inference import (
+        build_twin,
+        channels_last,
+        cudnn_benchmark,
+        input_dtype,
+        prep_spec,
+    )
 
     model = getattr(model, "family", model)  # a Model: the harness runs its family's network
     cast = dtype == torch.float16 and model.device.type == "cuda" and model.HALF_CAST

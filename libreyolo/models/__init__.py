@@ -1,7 +1,7 @@
 """Built-in families. Each line registers one family; delete the line and its folder and the
 family is gone."""
 
-from ..registry import register_family
+from ._base.registry import register_family
 from .convnext.family import ConvNeXt
 from .deim.family import DEIM
 from .dfine.family import DFINE

@@ -100,7 +100,6 @@ class DataSetup:
             own = new.state_dict()
             keep = {k: v for k, v in m.net.state_dict().items() if k in own and own[k].shape == v.shape}
             new.load_state_dict(keep, strict=False)
-            m.invalidate_graphs("head rebuilt for a new class count")
             m.net, m.nc = new, nc
         m.names = names
 

@@ -164,7 +164,6 @@ def _load_result_weights(model: Family, result: dict[str, Any]) -> None:
     ckpt = read_checkpoint(src)
     meta = ckpt["libreyolo"]
     if int(meta["nc"]) != model.nc:
-        model.invalidate_graphs("head rebuilt for a new class count")
         model.net = model.build_net(size=model.size, nc=int(meta["nc"]), task=model.task,
                                           **(meta.get("arch") or {})).to(
             next(model.net.parameters()).device)

@@ -12,8 +12,8 @@ pytest.importorskip("onnxruntime")
 
 from libreyolo import LibreYOLO  # noqa: E402
 from libreyolo.export.onnx import portable_op_violations  # noqa: E402
+from libreyolo.model import Model  # noqa: E402
 from libreyolo.registry import families  # noqa: E402
-from libreyolo.model import Model
 
 FAMS = sorted(families().items())
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from libreyolo.registry import families, parse_weights_name
 from libreyolo.model import Model
+from libreyolo.registry import families, parse_weights_name
 
 PKG = Path(__file__).resolve().parents[2] / "libreyolo"
 FAMS = sorted(families().items())

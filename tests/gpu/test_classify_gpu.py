@@ -8,8 +8,8 @@ import torch
 
 from libreyolo import SAMPLE_IMAGE
 from libreyolo.graphs.parity import build_probe_model, check_parity
-from libreyolo.registry import families
 from libreyolo.model import Model
+from libreyolo.registry import families
 
 pytestmark = pytest.mark.cuda
 

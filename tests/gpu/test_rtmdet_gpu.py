@@ -11,11 +11,11 @@ import math
 import pytest
 import torch
 
+from libreyolo.model import Model
 from libreyolo.models.rtmdet.family import RTMDet
 from libreyolo.models.rtmdet.loss import build_targets
 from libreyolo.models.rtmdet.postprocess import decode_boxes, grid_points
 from libreyolo.ops.anchors import flatten_levels
-from libreyolo.model import Model
 
 pytestmark = pytest.mark.cuda
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from libreyolo.model import Model
 from libreyolo.models.yolox.family import YOLOX
 from libreyolo.models.yolox.loss import simota_assign_batch
 from libreyolo.models.yolox.postprocess import decode_boxes, flatten_outputs, make_grid
-from libreyolo.model import Model
 
 pytestmark = pytest.mark.cuda
 

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from ...device import autocast, first_parameter, select_device  # noqa: F401 - select_device re-exported
-from ...errors import ConfigError, keyword_checked
+from ...errors import ConfigError
 from ...graphs.seam import Stage, run_eager
 from .names import normalise_names
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from libreyolo.model import Model
 from libreyolo.models._base.classify import ClassificationLoss
 from libreyolo.registry import families
-from libreyolo.model import Model
 
 # published parameter counts at 1000 classes (millions)
 PUBLISHED = {("resnet", "18"): 11.7, ("resnet", "50"): 25.6, ("convnext", "atto"): 3.7,

@@ -18,9 +18,9 @@ from _convert_helpers import assert_rel_close, randomize_norms
 transformers = pytest.importorskip("transformers")
 
 from libreyolo import LibreYOLO  # noqa: E402
-from libreyolo.model import Model  # noqa: E402
 from libreyolo.convert import ForeignWeights, convert_foreign, detect_format  # noqa: E402
 from libreyolo.errors import CheckpointError  # noqa: E402
+from libreyolo.model import Model  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -19,8 +19,8 @@ from PIL import Image
 from torch import nn
 
 from libreyolo.engine.sources import load_source
-from libreyolo.models._base.family import Family
 from libreyolo.model import Model
+from libreyolo.models._base.family import Family
 
 RED_BGR = (0, 0, 230)  # OpenCV order
 RED_RGB = (230, 0, 0)

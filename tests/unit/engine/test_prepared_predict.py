@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from libreyolo.graphs.parity import randomise_norm_stats
+from libreyolo.model import Model
 from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.models.yolox.family import YOLOX
 from libreyolo.ops.boxes import scale_boxes
 from libreyolo.ops.candidates import select_detections
 from libreyolo.ops.letterbox import letterbox_batch, letterbox_params, letterbox_shape
-from libreyolo.model import Model
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,8 @@ import torch
 
 from libreyolo.engine.validator import ValConfig, _Collector, validate
 from libreyolo.errors import ConfigError
-from libreyolo.ops.boxes import xywh_to_xyxy
 from libreyolo.model import Model
+from libreyolo.ops.boxes import xywh_to_xyxy
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from libreyolo import LibreYOLO
-from libreyolo.registry import families
 from libreyolo.model import Model
+from libreyolo.registry import families
 
 FAMS = sorted(families().items())
 TOL = {"torchscript": 1e-5, "openvino": 1e-3}

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from libreyolo.cli.main import entrypoint
-from libreyolo.bench.exported import benchmark_exported
 from libreyolo import LibreYOLO
+from libreyolo.bench.exported import benchmark_exported
+from libreyolo.cli.main import entrypoint
 
 
 def test_cli_exports_torchscript_with_nms_inside(tmp_path: Path, monkeypatch) -> None:

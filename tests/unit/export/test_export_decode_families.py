@@ -18,9 +18,9 @@ pytest.importorskip("onnx", reason="the onnx extra is part of the CI environment
 pytest.importorskip("onnxruntime")
 
 from libreyolo import LibreYOLO  # noqa: E402
+from libreyolo.model import Model
 from libreyolo.ops.candidates import select_detections  # noqa: E402
 from libreyolo.registry import families  # noqa: E402
-from libreyolo.model import Model
 
 FAMS = sorted((n, f) for n, f in families().items() if f.DECODE_TOPK)
 SIZE = 64

@@ -16,9 +16,8 @@ import pytest
 import torch
 from export_helpers import assert_same_rows, sample_batch
 
-from libreyolo import SAMPLE_IMAGE
+from libreyolo import SAMPLE_IMAGE, LibreYOLO
 from libreyolo.errors import CheckpointError, ConfigError, ExportError
-from libreyolo import LibreYOLO
 from libreyolo.ops.candidates import select_detections
 
 SIZE = 128  # 336 anchors < the decode's top 1000: the candidates are every anchor, in score order

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from libreyolo.errors import ConfigError
 from libreyolo import LibreYOLO
+from libreyolo.errors import ConfigError
 
 CASES = [("onnx", "raw", ("onnx", "onnxruntime")), ("torchscript", "nms", ()),
          ("openvino", "decode", ("onnx", "openvino"))]

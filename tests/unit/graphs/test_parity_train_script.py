@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from benchmarks import parity_train
-from libreyolo.registry import families
 from libreyolo.model import Model
+from libreyolo.registry import families
 
 
 def _doc(commit: str, rows: list[dict]) -> dict:

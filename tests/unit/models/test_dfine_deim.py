@@ -11,6 +11,7 @@ import torch
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.graphs.seam import run_eager
 from libreyolo.kernels import registry as kernels
+from libreyolo.model import Model
 from libreyolo.models._detr.deim_losses import dense_o2o_mosaic, mal_loss
 from libreyolo.models._detr.dfine_losses import union_matching
 from libreyolo.models._detr.dfine_net import DFineDetector
@@ -24,7 +25,6 @@ from libreyolo.models._detr.fdr import (
 from libreyolo.models.deim.family import DEIM
 from libreyolo.models.dfine.family import DFINE
 from libreyolo.registry import parse_weights_name, register_family
-from libreyolo.model import Model
 
 FAMILIES = {"dfine": DFINE, "deim": DEIM}
 VARIANTS = {"dfine": VDFINE, "deim": VDFINE}  # DEIM builds from the D-FINE size table

@@ -10,6 +10,7 @@ from libreyolo.errors import ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.graphs.seam import run_eager
 from libreyolo.kernels import registry as kernels
+from libreyolo.model import Model
 from libreyolo.models._detr.net import DETRNetConfig, EncoderDecoderDetector
 from libreyolo.models.rtdetr.family import RTDETR
 from libreyolo.models.rtdetr.variants import VARIANTS as V1
@@ -17,7 +18,6 @@ from libreyolo.models.rtdetrv2.family import RTDETRv2
 from libreyolo.models.rtdetrv2.nn import build_rtdetrv2
 from libreyolo.models.rtdetrv2.variants import VARIANTS as V2
 from libreyolo.registry import parse_weights_name, register_family
-from libreyolo.model import Model
 
 PUBLISHED_M = {("rtdetr", "r18"): 20.0, ("rtdetr", "r34"): 31.0, ("rtdetr", "r50"): 42.0,
                ("rtdetrv2", "r18"): 20.0, ("rtdetrv2", "r34"): 31.0}

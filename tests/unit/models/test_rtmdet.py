@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from libreyolo.errors import ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
+from libreyolo.model import Model
 from libreyolo.models.rtmdet.cspnext import ChannelAttention, CSPNeXtBlock, CSPNeXtLayer
 from libreyolo.models.rtmdet.family import RTMDet
 from libreyolo.models.rtmdet.loss import (
@@ -30,7 +31,6 @@ from libreyolo.models.rtmdet.postprocess import decode_boxes, grid_points, postp
 from libreyolo.models.rtmdet.variants import VARIANTS
 from libreyolo.ops.anchors import flatten_levels
 from libreyolo.registry import parse_weights_name, register_family
-from libreyolo.model import Model
 
 STRIDES = (8, 16, 32)
 

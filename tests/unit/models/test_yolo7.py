@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from libreyolo.errors import ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.layers.conv import RepConvN
+from libreyolo.model import Model
 from libreyolo.models.yolo7.elan7 import ELAN7, SPPCSPC, MPConv, SPPCSPTiny
 from libreyolo.models.yolo7.family import YOLO7
 from libreyolo.models.yolo7.loss import YOLO7Loss, find_candidates, ota_assign
@@ -20,7 +21,6 @@ from libreyolo.models.yolo7.nn import build_yolo7
 from libreyolo.models.yolo7.postprocess import level_view, postprocess
 from libreyolo.models.yolo7.variants import VARIANTS
 from libreyolo.registry import parse_weights_name, register_family
-from libreyolo.model import Model
 
 SIZES = ("tiny", "b", "x")
 TINY_ANCHORS = VARIANTS["tiny"].anchors

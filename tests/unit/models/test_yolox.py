@@ -17,6 +17,7 @@ from torchvision.ops import box_iou as torchvision_box_iou
 from libreyolo.errors import ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.layers.dwconv import DWConvBNAct
+from libreyolo.model import Model
 from libreyolo.models.yolox.family import YOLOX
 from libreyolo.models.yolox.focus import space_to_depth
 from libreyolo.models.yolox.loss import YOLOXLoss, simota_assign, simota_assign_batch
@@ -24,7 +25,6 @@ from libreyolo.models.yolox.nn import build_yolox
 from libreyolo.models.yolox.postprocess import make_grid, postprocess
 from libreyolo.models.yolox.variants import VARIANTS
 from libreyolo.registry import parse_weights_name, register_family
-from libreyolo.model import Model
 
 SIZES = ("nano", "tiny", "s", "m", "l", "x")
 STRIDES = (8, 16, 32)

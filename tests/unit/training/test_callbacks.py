@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from libreyolo.errors import ConfigError
+from libreyolo.model import Model
 from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.training.callbacks import Callbacks
 from libreyolo.training.trainer import Trainer
-from libreyolo.model import Model
 
 
 def _over(data: Path, project: Path, **kw) -> dict:

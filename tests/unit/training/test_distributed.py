@@ -15,6 +15,7 @@ from torch import nn
 
 from libreyolo.errors import ConfigError
 from libreyolo.io.checkpoint import read_checkpoint
+from libreyolo.model import Model
 from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.training import launch as launch_mod
 from libreyolo.training.config import TrainConfig
@@ -28,7 +29,6 @@ from libreyolo.training.distributed import (
     state_digest,
 )
 from libreyolo.training.trainer import Trainer
-from libreyolo.model import Model
 
 
 def tiny_overrides(data, project, **kw):

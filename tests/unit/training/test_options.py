@@ -8,10 +8,10 @@ import pytest
 
 from libreyolo.errors import ConfigError
 from libreyolo.io.checkpoint import read_checkpoint
+from libreyolo.model import Model
 from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.training.config import TrainConfig
 from libreyolo.training.trainer import Trainer
-from libreyolo.model import Model
 
 
 def _over(data: Path, project: Path, **kw) -> dict:

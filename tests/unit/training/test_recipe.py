@@ -13,11 +13,11 @@ import torch
 
 from libreyolo.errors import ConfigError
 from libreyolo.io.checkpoint import read_checkpoint
+from libreyolo.model import Model
 from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.training.config import TrainConfig
 from libreyolo.training.scheduler import count_optimizer_steps
 from libreyolo.training.trainer import Trainer
-from libreyolo.model import Model
 
 
 def over(data, project, **kw):

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.image import imread
 
-from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.model import Model
+from libreyolo.models.yolo9.family import YOLO9
 
 PICTURES = ("train_batch0.png", "train_batch1.png", "train_labels.png", "results.png", "confusion_matrix.png",
             "confusion_matrix_normalized.png", "PR_curve.png", "F1_curve.png", "P_curve.png", "R_curve.png",

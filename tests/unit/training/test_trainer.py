@@ -12,10 +12,10 @@ import torch
 
 from libreyolo.errors import CheckpointError, ConfigError
 from libreyolo.io.checkpoint import read_checkpoint
+from libreyolo.model import Model
 from libreyolo.models.yolo9.family import YOLO9
 from libreyolo.training.config import TrainConfig
 from libreyolo.training.trainer import Trainer
-from libreyolo.model import Model
 
 
 def tiny_overrides(data, project, **kw):
