@@ -170,7 +170,7 @@ def network_step(rgb: np.ndarray, *, families: list[tuple[str, str]], device: to
     the photo's letterboxed input, fp32 and fp16, NCHW and channels-last (cuDNN autotuning on):
     eager and graph replay; for yolo9-t also the profiler's kernel sum and torch.compile."""
     from libreyolo.bench import timing
-    from libreyolo.engine.predictor import preprocess
+    from libreyolo.tasks.detect.preprocess import preprocess
     from libreyolo.graphs.seam import run_eager
     from libreyolo.models._base.inference import channels_last, cudnn_benchmark, input_dtype
 

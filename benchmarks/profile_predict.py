@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                                "call_ms": round(wall(call, device, args.iters, warmup=args.warmup), 4)}
         twin = model.prepared(half=half, fuse=True)
         if graph:
-            from libreyolo.engine.predictor import preprocess
+            from libreyolo.tasks.detect.preprocess import preprocess
             from libreyolo.models._base.inference import channels_last, input_dtype
 
             x, _ = preprocess([rgb], (640, 640), device, dtype=input_dtype(twin), channels_last=channels_last(twin),

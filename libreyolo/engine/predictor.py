@@ -13,28 +13,19 @@ the smallest stride-multiple rectangle (``rect=True``, default).
 from __future__ import annotations
 
 import logging
-import threading
 import time
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from ..errors import ConfigError
 from ..ops import nms as _nms  # noqa: F401 - import torchvision's kernels before anything is timed
-from ..ops.boxes import scale_boxes
-from ..ops.candidates import candidates_truncated, select_detections, to_host
 from ..ops.letterbox import (
-    LetterboxParams,
     check_imgsz,
-    letterbox,
-    letterbox_batch,
-    letterbox_shape,
 )
 from .results import Results
 
@@ -117,100 +108,6 @@ class PredictOptions:
         )
 
 
-class Staging:
-    """Pinned host buffers for the uint8 upload, reused across calls (one per byte size).
-
-    A buffer is rewritten only after the copy that last read it has finished (an event per
-    buffer), so a reused buffer can never race an upload still in flight.
-    """
-
-    def __init__(self) -> None:
-        self._bufs: dict[tuple[str, int], tuple[Tensor, Any]] = {}
-        self._lock = threading.Lock()
-
-    def upload(self, arr: np.ndarray, device: torch.device) -> Tensor:
-        """arr (np.ndarray, uint8, C-contiguous) -> the same tensor on ``device``."""
-        if arr.flags.writeable:
-            src = torch.from_numpy(arr)
-        else:  # read-only (e.g. np.asarray of a PIL image): never written here, so no copy
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                src = torch.from_numpy(arr)
-        if device.type != "cuda":
-            return src
-        key = (str(device), src.numel())
-        with self._lock:  # one caller at a time per buffer: wait, fill, launch, record
-            entry = self._bufs.get(key)
-            if entry is None:
-                if len(self._bufs) >= 4:
-                    self._bufs.pop(next(iter(self._bufs)))
-                with torch.cuda.device(device):
-                    entry = (torch.empty(key[1], dtype=torch.uint8, pin_memory=True), torch.cuda.Event())
-                self._bufs[key] = entry
-            buf, done = entry
-            done.synchronize()
-            host = buf.view(src.shape)
-            host.copy_(src)
-            out = host.to(device, non_blocking=True)
-            done.record(torch.cuda.current_stream(device))
-        return out
-
-
-_STAGING = Staging()
-
-
-def preprocess(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device, *,
-               dtype: torch.dtype = torch.float32, channels_last: bool = False, rect: bool = False,
-               stride: int = 32, staging: Staging | None = None,
-               bgr: bool = False) -> tuple[Tensor, list[LetterboxParams]]:
-    """RGB uint8 HWC images -> (Tensor[B, 3, H, W] ``dtype`` in [0, 1] on ``device``, letterbox params).
-
-    ``bgr``: the images are BGR; their channels are swapped on ``device`` (one small kernel there
-    instead of a host-side conversion per image).
-
-    ``(H, W)`` is ``imgsz``, or with ``rect`` the smallest stride-multiple rectangle holding the
-    scaled image when every image of the batch has the same shape (:func:`letterbox_shape`).
-    Same-shaped images go up as one uint8 upload (through a pinned buffer on CUDA) and are
-    resized, padded and normalised on ``device`` in one batched pass; mixed shapes are letterboxed
-    one by one.
-    """
-    shapes = [tuple(int(v) for v in im.shape[:2]) for im in images]
-    out_shape = letterbox_shape(shapes, imgsz, stride=stride, rect=rect)
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    if len(set(shapes)) == 1:
-        arr = images[0][None] if len(images) == 1 else np.stack(images)  # (B, h, w, 3)
-        t = (staging or _STAGING).upload(np.ascontiguousarray(arr), device).permute(0, 3, 1, 2)
-        if bgr:
-            t = t.flip(1)
-        x, p = letterbox_batch(t, out_shape)
-        params = [p] * len(images)
-    else:
-        boxed, params = [], []
-        for im in images:
-            t = torch.from_numpy(np.ascontiguousarray(im)).to(device, non_blocking=True).permute(2, 0, 1)
-            if bgr:
-                t = t.flip(0)
-            b, p = letterbox(t, out_shape)
-            boxed.append(b)
-            params.append(p)
-        x = torch.stack(boxed)
-    x = x.to(dtype, memory_format=fmt)
-    return x.div_(255.0), params
-
-
-def preprocess_classify(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device, *,
-                        dtype: torch.dtype = torch.float32, channels_last: bool = False) -> torch.Tensor:
-    """RGB uint8 HWC images -> Tensor[B, 3, S, S] ``dtype`` in [0, 1]: short side resized to
-    ``S = min(imgsz)``, central square (the validation transform of :mod:`libreyolo.data.classify`)."""
-    from ..data.classify import center_crop
-
-    side = min(imgsz)
-    batch = [torch.from_numpy(center_crop(np.ascontiguousarray(im), side)) for im in images]
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    x = torch.stack(batch).to(device, non_blocking=True).permute(0, 3, 1, 2)
-    return x.to(dtype, memory_format=fmt).div_(255.0)
-
-
 class CallClock:
     """Per-batch timing whose parts add up to the whole call, without extra host syncs.
 
@@ -283,6 +180,8 @@ def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Result
 
 
 def _predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Results]:
+    from ..models._base.inference import cudnn_benchmark
+    from ..tasks import task_of
     from .sources import load_source
 
     if opts.device is not None:
@@ -293,56 +192,29 @@ def _predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Resul
     batches = load_source(source, batch=opts.batch, bgr=opts.bgr,
                           vid_stride=opts.vid_stride)  # validates before any side effect
     twin, amp, dtype, cl = _prepared(model, opts)
-    if getattr(model, "OUTPUT_KIND", "boxes") == "probs":
-        yield from _predict_probs(model, twin, amp, dtype, cl, batches, opts, source)
-        _report_skipped(batches)
-        return
-    from ..models._base.inference import cudnn_benchmark
-
-    decoded = (bool(getattr(twin, "DECODE_TOPK", 0)) and opts.classes is None
-               and opts.max_det <= twin.DECODE_TOPK)
+    task = task_of(model)
+    decoded = task.predict_decoded(twin, opts)
     clock = CallClock(device)
     saver = _Saver(model, opts, source)
+
+    def forward(x: Tensor, decoded: bool) -> Any:
+        with cudnn_benchmark(device):
+            if decoded:
+                return twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp, decoded=True)
+            return twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp)
+
     for items in batches:
         clock.start()
-        pixels, in_bgr = _pixels(items, device)
-        x, params = preprocess(pixels, opts.imgsz, device, dtype=dtype, channels_last=cl,
-                               rect=opts.rect, stride=model.stride, bgr=in_bgr)
+        x, params = task.preprocess(items, imgsz=opts.imgsz, device=device, dtype=dtype, channels_last=cl,
+                                    rect=opts.rect, stride=model.stride)
         clock.mark()
-        with cudnn_benchmark(device):
-            raw = twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp, decoded=decoded) if decoded \
-                else twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp)
+        raw = forward(x, decoded)
         clock.mark()
-        host = to_host(raw) if decoded else None
-        if decoded and twin.DECODE_NMS and candidates_truncated(host, opts.conf, k=twin.DECODE_TOPK):
-            # conf so low that the top-k may have cut candidates the eager path keeps: this batch
-            # takes the raw network output and the family's eager postprocess instead
-            _note_truncated(twin, opts.conf)
-            with cudnn_benchmark(device):
-                raw = twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp)
-            decoded_batch = False
-        else:
-            decoded_batch = decoded
-        if decoded_batch:
-            dets = select_detections(raw, conf=opts.conf, iou=opts.iou, max_det=opts.max_det,
-                                     agnostic=opts.agnostic_nms, nms=twin.DECODE_NMS, host=host)
-        else:
-            dets = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes,
-                                    max_det=opts.max_det, agnostic=opts.agnostic_nms)
-            dets = _to_host(dets)
-        for it, det, p in zip(items, dets, params, strict=True):
-            det[:, :4] = scale_boxes(det[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.shape)
+        outs = task.outputs(twin, raw, items=items, params=params, opts=opts, decoded=decoded,
+                            rerun=lambda x=x: forward(x, False))
         clock.on_host()
-        yield from _emit(model, items, clock, saver, boxes=dets)
+        yield from _emit(model, items, clock, saver, **{task.results_field: outs})
     _report_skipped(batches)
-
-
-def _pixels(items: list[Any], device: torch.device) -> tuple[list[np.ndarray], bool]:
-    """(the arrays to upload, whether they are BGR): on CUDA a batch that came as BGR (files,
-    video, BGR arrays) goes up as it is and has its channels swapped there; otherwise RGB."""
-    if device.type == "cuda" and all(it.rgb is None for it in items):
-        return [it.bgr for it in items], True
-    return [it.image for it in items], False
 
 
 def _emit(model: Any, items: list[Any], clock: CallClock, saver: _Saver, **field: list[Tensor]) -> Iterator[Results]:
@@ -361,25 +233,6 @@ def _emit(model: Any, items: list[Any], clock: CallClock, saver: _Saver, **field
                 where = f"{where} frame {r.frame}"
             logger.info("%s: %dx%d %s, %.1fms", where, w, h, r.verbose(), sum(speed.values()))
         yield r
-
-
-_TRUNCATION_NOTED: set[str] = set()
-
-
-def _note_truncated(twin: Any, conf: float) -> None:
-    key = twin.FAMILY
-    log = logger.debug if key in _TRUNCATION_NOTED else logger.info
-    _TRUNCATION_NOTED.add(key)
-    log("%s: more than %d candidates score above conf=%g, so this batch runs the eager postprocess on "
-        "the raw outputs (the captured decode keeps a fixed top-%d)", key, twin.DECODE_TOPK, conf, twin.DECODE_TOPK)
-
-
-def _to_host(dets: list[Tensor]) -> list[Tensor]:
-    """Per-image detections -> float32 CPU tensors with one device-to-host copy for the batch."""
-    if not dets or dets[0].device.type == "cpu":
-        return [d.float() for d in dets]
-    sizes = [int(d.shape[0]) for d in dets]
-    return list(torch.cat([d.float() for d in dets]).cpu().split(sizes))
 
 
 class _Saver:
@@ -402,24 +255,3 @@ class _Saver:
 def _report_skipped(batches: Any) -> None:
     if getattr(batches, "skipped", None):
         logger.warning("%d of %d files skipped (unreadable)", batches.n_skipped, batches.n_read + batches.n_skipped)
-
-
-def _predict_probs(model: Family, twin: Any, amp: torch.dtype | None, dtype: torch.dtype, cl: bool,
-                   batches: Any, opts: PredictOptions, source: Any) -> Iterator[Results]:
-    """The classification path: center crop -> network -> softmax -> ``Results.probs``."""
-    from ..models._base.inference import cudnn_benchmark
-
-    device = model.device
-    clock = CallClock(device)
-    saver = _Saver(model, opts, source)
-    for items in batches:
-        clock.start()
-        x = preprocess_classify([it.image for it in items], opts.imgsz, device, dtype=dtype, channels_last=cl)
-        clock.mark()
-        with cudnn_benchmark(device):
-            raw = twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp)
-        clock.mark()
-        probs = _to_host(twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None,
-                                          max_det=opts.max_det, agnostic=False))
-        clock.on_host()
-        yield from _emit(model, items, clock, saver, probs=probs)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from .val_metrics import DetMetrics
+    from ..tasks.detect.results import DetMetrics
 
 logger = logging.getLogger(__name__)
 PRED_CONF = 0.25  # predictions drawn in the val_batch pictures

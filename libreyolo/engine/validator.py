@@ -1,20 +1,12 @@
-"""Validation: classifiers get top-1 / top-5 (:mod:`.classify_val`); detectors COCO-style mAP50-95 / mAP50 through faster-coco-eval, plus precision and recall.
+"""Validation: ``model.val(...)`` on a dataset split, and the loop the trainer scores its EMA with.
 
-Predictions and ground truth are compared in ORIGINAL image pixels: predictions are mapped back
-through each image's letterbox (``ratio_pad``), and so is the ground truth, which the dataset
-hands over normalised to the network input.
-
-- mAP50-95 and mAP50: ``faster_coco_eval.COCOeval_faster`` (bbox, area "all", 100 detections
-  per image and class as in COCO; classes without ground truth are left out).
-- precision and recall: at the confidence that maximises the class-mean F1 at IoU 0.5, computed
-  by :mod:`libreyolo.engine.metrics` over every kept detection (conf >= ``conf``, default 0.001).
-- fitness (what training uses to pick best.pt): ``0.1 * mAP50 + 0.9 * mAP50-95``.
-
-A detector's result is a :class:`~libreyolo.engine.val_metrics.DetMetrics`: the dict of these
-numbers with per-class AP / precision / recall, ``maps``, the confusion matrix
-(:func:`libreyolo.engine.metrics.confusion_matrix`), the curves, ``speed`` and, when the caller
-passes its criterion (the trainer does), the mean validation losses. ``plots`` writes the
-pictures of :mod:`libreyolo.engine.val_plots`.
+The loop is the same for every task: batches of the split through the network, the task's
+outputs (:meth:`~libreyolo.tasks.base.Task.val_outputs`) into the task's scorer
+(:meth:`~libreyolo.tasks.base.Task.scorer`). Detection is scored by COCO mAP50-95 / mAP50 in
+original image pixels plus precision and recall (:mod:`libreyolo.tasks.detect.scoring`, a
+:class:`~libreyolo.tasks.detect.results.DetMetrics`); classification by top-1 / top-5
+(:mod:`libreyolo.tasks.classify.scoring`). ``plots`` writes the pictures of
+:mod:`libreyolo.engine.val_plots` for a task that has them.
 """
 
 from __future__ import annotations
@@ -35,9 +27,8 @@ from torch import Tensor
 
 from ..device import autocast
 from ..errors import ConfigError, check_keys, empty_value
-from ..ops.boxes import scale_boxes, xywh_to_xyxy
-from . import metrics as M
-from .val_metrics import DetMetrics
+from ..tasks import task_of
+from ..tasks.detect.scoring import fitness  # noqa: F401 - re-exported: what training picks best.pt by
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
@@ -102,14 +93,10 @@ def capped_workers(workers: int, *, explicit: bool) -> int:
     return workers
 
 
-def fitness(m: dict[str, float]) -> float:
-    return 0.1 * m["mAP50"] + 0.9 * m["mAP50-95"]
-
-
 def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
     """Validate ``model`` on a dataset split.
 
-    A detector returns a :class:`~libreyolo.engine.val_metrics.DetMetrics`: a dict of mAP50-95,
+    A detector returns a :class:`~libreyolo.tasks.detect.results.DetMetrics`: a dict of mAP50-95,
     mAP50, precision, recall, fitness, images, instances, ms_per_image, with per-class numbers,
     ``maps``, the confusion matrix, ``speed``, ``save_dir``, ``summary()`` and ``to_json()``
     attached. A classifier returns a dict of top1, top5, fitness, images, ms_per_image. With
@@ -131,8 +118,6 @@ def validate(model: Family, overrides: dict[str, Any]) -> dict[str, float]:
 
 
 def _validate(model: Family, cfg: ValConfig, overrides: dict[str, Any]) -> dict[str, float]:
-    from ..data.config import load_data_config
-    from ..data.dataset import DetectionDataset
     from ..data.loader import build_dataloader
     from ..models._base.family import select_device
 
@@ -141,18 +126,13 @@ def _validate(model: Family, cfg: ValConfig, overrides: dict[str, Any]) -> dict[
     data = cfg.data or model.train_args.get("data")
     if not data:
         raise ConfigError("val needs a dataset: pass data='my-dataset.yaml' (or data='shapes')")
-    classify = getattr(model, "OUTPUT_KIND", "boxes") == "probs"
-    if classify:
-        from ..data.classify import load_classify_data
-
-        dcfg: Any = load_classify_data(str(data))
-    else:
-        dcfg = load_data_config(str(data))
+    task = task_of(model)
+    dcfg: Any = task.load_data(str(data))
     if dcfg.nc != model.nc:
         raise ConfigError(f"the model predicts {model.nc} classes but {data!r} has {dcfg.nc}; "
                           "validate on the dataset the model was trained for")
-    if cfg.plots and classify:
-        logger.warning("val: plots=True draws detection pictures; a classifier gets none")
+    if cfg.plots and not task.plots:
+        logger.warning("val: plots=True draws detection pictures; a %s model gets none", task.name)
     imgsz = int(cfg.imgsz or model.imgsz)
     if imgsz % model.stride:
         raise ConfigError(f"imgsz must be a multiple of {model.stride}, got {imgsz}")
@@ -164,22 +144,12 @@ def _validate(model: Family, cfg: ValConfig, overrides: dict[str, Any]) -> dict[
     if not files:
         raise ConfigError(f"split={cfg.split!r}: {data!r} has no {cfg.split} images (add a '{cfg.split}' key "
                           "to the dataset yaml)")
-    if classify:
-        from ..data.classify import ClassifyDataset, collate_classify
-        from .classify_val import run_classify_validation
-
-        cds = ClassifyDataset(files, imgsz=imgsz, augment=False, prefix=f"{cfg.split}: ")
-        closer = build_dataloader(cds, batch=cfg.batch, workers=workers, shuffle=False, seed=0,
-                                  pin_memory=device.type == "cuda", collate_fn=collate_classify)
-        return run_classify_validation(model=model, net=model.net, loader=closer, names=dcfg.names, amp_dtype=amp,
-                                       verbose=cfg.verbose, progress=cfg.verbose)
-    ds = DetectionDataset(files, imgsz=imgsz, augment=False, hyp=None, nc=dcfg.nc, rect=False,
-                          prefix=f"{cfg.split}: ", labels=dcfg.label_index(cfg.split, files, prefix=f"{cfg.split}: "))
+    ds = task.dataset(dcfg, files, split=cfg.split, imgsz=imgsz)
     loader = build_dataloader(ds, batch=cfg.batch, workers=workers, shuffle=False, seed=0,
-                              pin_memory=device.type == "cuda")
+                              pin_memory=device.type == "cuda", collate_fn=task.collate)
     plots_dir = None
-    if cfg.plots:
-        plots_dir = increment_dir(Path(cfg.project or "runs/detect") / cfg.name, exist_ok=cfg.exist_ok)
+    if cfg.plots and task.plots:
+        plots_dir = increment_dir(Path(cfg.project or task.project) / cfg.name, exist_ok=cfg.exist_ok)
         plots_dir.mkdir(parents=True, exist_ok=True)
     return run_validation(model=model, net=model.net, loader=loader, names=dcfg.names, conf=cfg.conf, iou=cfg.iou,
                           max_det=cfg.max_det, amp_dtype=amp, verbose=cfg.verbose, progress=cfg.verbose,
@@ -205,9 +175,9 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
     """Run ``net`` (e.g. the EMA copy during training) over ``loader`` and score it.
 
     ``model.postprocess`` decodes the raw outputs; it reads only the head's structure, so any net
-    of the same architecture may be passed. A classifier (``OUTPUT_KIND == "probs"``) is scored
-    by :func:`libreyolo.engine.classify_val.run_classify_validation` (top-1 / top-5, a plain dict)
-    instead. A detector returns a :class:`~libreyolo.engine.val_metrics.DetMetrics` (a dict).
+    of the same architecture may be passed. The model's task scores them: a detector returns a
+    :class:`~libreyolo.tasks.detect.results.DetMetrics` (a dict), a classifier a plain dict of
+    top1 / top5 (:mod:`libreyolo.tasks.classify.scoring`).
 
     ``criterion`` (``criterion(raw, batch) -> (loss, items Tensor[len(loss_names)])``, the
     training loss): when given and :func:`val_loss_supported`, the mean ``items`` over the split
@@ -216,20 +186,17 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
     """
     from tqdm import tqdm
 
-    if getattr(model, "OUTPUT_KIND", "boxes") == "probs":
-        from .classify_val import run_classify_validation
-
-        return run_classify_validation(model=model, net=net, loader=loader, names=names, amp_dtype=amp_dtype,
-                                       verbose=verbose, progress=progress)
-
+    task = task_of(model)
     device = next(net.parameters()).device
+    if not task.val_losses:
+        criterion = None
     if criterion is not None and not val_loss_supported(model):
         logger.debug("val: no validation losses (the training forward of %s is split in stages)",
                      getattr(model, "FAMILY", "this family"))
         criterion = None
     was_training = net.training
     net.eval()
-    collector = _Collector()
+    scorer = task.scorer(names)
     t_pre = t_inf = t_post = 0.0
     n_img = 0
     loss_sum: Tensor | None = None
@@ -250,7 +217,7 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
                     raw = net(imgs)
                 sync()
                 t2 = time.perf_counter()
-                dets = model.postprocess(raw, conf=conf, iou=iou, classes=None, max_det=max_det, agnostic=False)
+                dets = task.val_outputs(model, raw, conf=conf, iou=iou, max_det=max_det)
                 sync()
                 t3 = time.perf_counter()
                 t_pre, t_inf, t_post = t_pre + t1 - t0, t_inf + t2 - t1, t_post + t3 - t2
@@ -261,27 +228,25 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
                     if bool(torch.isfinite(items).all()):
                         loss_sum = items if loss_sum is None else loss_sum + items
                         n_loss += 1
-                collector.add_batch(batch, dets, input_hw=tuple(imgs.shape[2:]))
-                if plots_dir is not None and bi < plot_batches:
+                scorer.add(batch, dets, input_hw=tuple(imgs.shape[2:]))
+                if plots_dir is not None and task.plots and bi < plot_batches:
                     shown.append((_to_numpy(batch["img"]), {k: _to_numpy(batch[k]) for k in ("batch_idx", "cls",
                                                                                                "bboxes")},
                                   [d.detach().float().cpu().numpy() for d in dets]))
     finally:
         net.train(was_training)
-    result = collector.score(names)
     ms = 1000 / max(n_img, 1)
-    result["ms_per_image"] = (t_inf + t_post) * ms
     losses: dict[str, float] = {}
     if loss_sum is not None:
         keys = list(loss_names) or [f"loss{i}" for i in range(loss_sum.numel())]
         losses = {k: float(v) / n_loss for k, v in zip(keys, loss_sum.cpu().tolist(), strict=False)}
-    metrics = DetMetrics(result, names=names, per_class=collector.per_class, confusion_matrix=collector.confusion,
-                         curves=collector.curves, speed={"preprocess": t_pre * ms, "inference": t_inf * ms,
-                                                         "postprocess": t_post * ms},
-                         save_dir=Path(plots_dir) if plots_dir is not None else None, losses=losses)
+    metrics = scorer.result(images=n_img, speed={"preprocess": t_pre * ms, "inference": t_inf * ms,
+                                                 "postprocess": t_post * ms},
+                            ms_per_image=(t_inf + t_post) * ms, losses=losses,
+                            save_dir=Path(plots_dir) if plots_dir is not None else None)
     if verbose:
-        logger.info("\n%s", metrics.summary())
-    if plots_dir is not None:
+        logger.info("\n%s", scorer.summary(metrics))
+    if plots_dir is not None and task.plots:
         from .val_plots import write_val_plots
 
         labels = getattr(getattr(loader, "dataset", None), "labels", None)
@@ -297,121 +262,3 @@ def val_loss_supported(model: Family) -> bool:
 
 def _to_numpy(x: Any) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)
-
-
-class _Collector:
-    """Gathers per-image predictions and ground truth (original pixels, xyxy) as numpy."""
-
-    def __init__(self) -> None:
-        self.images: list[dict[str, Any]] = []
-        self.per_class: dict[int, dict[str, float]] = {}
-        self.curves: dict[str, np.ndarray] = {}
-        self.confusion: np.ndarray | None = None
-
-    def add_batch(self, batch: dict[str, Any], dets: list[Tensor], *, input_hw: tuple[int, int]) -> None:
-        h_in, w_in = input_hw
-        bidx = batch["batch_idx"].cpu()
-        cls = batch["cls"].cpu().view(-1)
-        boxes = batch["bboxes"].cpu().float().view(-1, 4)
-        for i, det in enumerate(dets):
-            oh, ow = (int(v) for v in batch["ori_shape"][i])
-            ratio, pad = _ratio_pad(batch["ratio_pad"][i])
-            sel = bidx == i
-            gt = xywh_to_xyxy(boxes[sel] * torch.tensor([w_in, h_in, w_in, h_in], dtype=torch.float32))
-            gt = _unletterbox(gt, ratio, pad, (oh, ow))
-            det = det.detach().float().cpu()
-            pb = _unletterbox(det[:, :4], ratio, pad, (oh, ow))
-            self.images.append({"hw": (oh, ow), "gt": gt.numpy(), "gt_cls": cls[sel].numpy().astype(int),
-                                "pred": pb.numpy(), "score": det[:, 4].numpy(), "pred_cls": det[:, 5].numpy().astype(int)})
-
-    def score(self, names: dict[int, str]) -> dict[str, float]:
-        """The headline numbers; also fills ``per_class``, ``curves`` and ``confusion``."""
-        gt_cls = np.concatenate([im["gt_cls"] for im in self.images]) if self.images else np.zeros(0, int)
-        self.confusion = M.confusion_matrix(self.images, len(names))
-        out = {"mAP50-95": 0.0, "mAP50": 0.0, "precision": 0.0, "recall": 0.0}
-        out["images"] = float(len(self.images))
-        out["instances"] = float(len(gt_cls))
-        if len(gt_cls) == 0:
-            logger.warning("val: the split has no labelled boxes; metrics are 0")
-            out["fitness"] = 0.0
-            return out
-        coco = coco_map(self.images, names)
-        out["mAP50-95"], out["mAP50"] = coco["map"], coco["map50"]
-        self.per_class = coco["per_class"]
-        parts = [M.match_image(im["pred"], im["score"], im["pred_cls"], im["gt"], im["gt_cls"]) for im in self.images]
-        tp = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, 10), bool)
-        pr = M.evaluate(tp, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]), gt_cls)
-        out["precision"], out["recall"] = pr.precision, pr.recall
-        for k, c in enumerate(pr.classes):
-            row = self.per_class.setdefault(int(c), {"ap50-95": 0.0, "ap50": 0.0})
-            row.update(instances=float((gt_cls == c).sum()),
-                       images=float(sum(bool((im["gt_cls"] == c).any()) for im in self.images)),
-                       precision=float(pr.class_precision[k]), recall=float(pr.class_recall[k]))
-        pr_classes = sorted(coco["pr50"])
-        self.curves = {"classes": pr.classes, "conf": pr.conf_grid, "precision": pr.p_curve, "recall": pr.r_curve,
-                       "f1": pr.f1_curve, "pr_recall": M.RECALL_POINTS, "pr_classes": np.array(pr_classes, dtype=int),
-                       "pr_precision": (np.stack([coco["pr50"][c] for c in pr_classes]) if pr_classes
-                                        else np.zeros((0, len(M.RECALL_POINTS))))}
-        out["fitness"] = fitness(out)
-        return out
-
-
-def _ratio_pad(rp: Any) -> tuple[tuple[float, float], tuple[float, float]]:
-    ratio, pad = rp
-    ratio = tuple(float(r) for r in (ratio if isinstance(ratio, (tuple, list)) else (ratio,)))
-    rw, rh = (ratio[0], ratio[1]) if len(ratio) > 1 else (ratio[0], ratio[0])
-    return (rw, rh), (float(pad[0]), float(pad[1]))
-
-
-def _unletterbox(boxes: Tensor, ratio: tuple[float, float], pad: tuple[float, float], hw: tuple[int, int]) -> Tensor:
-    if ratio[0] == ratio[1]:
-        return scale_boxes(boxes, ratio=ratio[0], pad=pad, orig_shape=hw)
-    out = boxes.clone()
-    out[:, [0, 2]] = ((out[:, [0, 2]] - pad[0]) / ratio[0]).clamp(0, hw[1])
-    out[:, [1, 3]] = ((out[:, [1, 3]] - pad[1]) / ratio[1]).clamp(0, hw[0])
-    return out
-
-
-def coco_map(images: list[dict[str, Any]], names: dict[int, str]) -> dict[str, Any]:
-    """COCO bbox mAP with faster-coco-eval.
-
-    images: per image ``hw`` (h, w), ``gt`` (ndarray[G, 4] xyxy), ``gt_cls`` (ndarray[G]),
-    ``pred`` (ndarray[K, 4] xyxy), ``score`` (ndarray[K]), ``pred_cls`` (ndarray[K]); original pixels.
-    Returns {"map", "map50", "per_class": {cls: {"ap50-95", "ap50"}}, "pr50": {cls: ndarray[101]}}:
-    ``pr50`` is the IoU-0.5 precision envelope at the 101 COCO recall points (its mean is ``ap50``).
-    """
-    from faster_coco_eval import COCO, COCOeval_faster
-
-    quiet: Callable[..., None] = lambda *a, **k: None  # noqa: E731 - silence the package's printing
-    gt = {"images": [], "annotations": [], "categories": [{"id": int(c) + 1, "name": n} for c, n in names.items()]}
-    dts = []
-    for img_id, im in enumerate(images, start=1):
-        h, w = im["hw"]
-        gt["images"].append({"id": img_id, "height": int(h), "width": int(w)})
-        for box, c in zip(im["gt"], im["gt_cls"], strict=True):
-            bw, bh = float(box[2] - box[0]), float(box[3] - box[1])
-            gt["annotations"].append({"id": len(gt["annotations"]) + 1, "image_id": img_id, "category_id": int(c) + 1,
-                                      "bbox": [float(box[0]), float(box[1]), bw, bh], "area": bw * bh, "iscrowd": 0})
-        for box, s, c in zip(im["pred"], im["score"], im["pred_cls"], strict=True):
-            dts.append({"image_id": img_id, "category_id": int(c) + 1, "score": float(s),
-                        "bbox": [float(box[0]), float(box[1]), float(box[2] - box[0]), float(box[3] - box[1])]})
-    if not dts:
-        return {"map": 0.0, "map50": 0.0, "per_class": {}, "pr50": {}}
-    coco_gt = COCO(gt, print_function=quiet)
-    coco_dt = coco_gt.loadRes(dts)
-    ev = COCOeval_faster(coco_gt, coco_dt, iouType="bbox", print_function=quiet)
-    ev.evaluate()
-    ev.accumulate()
-    ev.summarize()
-    prec = np.asarray(ev.eval["precision"])  # (T, R, K, area, maxDets)
-    per_class: dict[int, dict[str, float]] = {}
-    pr50: dict[int, np.ndarray] = {}
-    cat_ids = list(ev.params.catIds)
-    for k, cat in enumerate(cat_ids):
-        p = prec[:, :, k, 0, -1]
-        if (p > -1).any():
-            p50 = p[0][p[0] > -1]
-            per_class[cat - 1] = {"ap50-95": float(p[p > -1].mean()), "ap50": float(p50.mean()) if p50.size else 0.0}
-            pr50[cat - 1] = np.clip(p[0], 0.0, None)
-    return {"map": max(float(ev.stats[0]), 0.0), "map50": max(float(ev.stats[1]), 0.0), "per_class": per_class,
-            "pr50": pr50}

@@ -55,7 +55,7 @@ def track(model: Any, source: Any, opts: Any, *, tracker: Any = "bytetrack", per
     """Yield one tracked :class:`Results` per image / frame of ``source``.
 
     Args:
-        model: a detection model (``OUTPUT_KIND == "boxes"``).
+        model: a detection model (its task tracks: :attr:`libreyolo.tasks.base.Task.tracks`).
         source: anything ``predict`` takes; a video, webcam or stream, or frames in order.
         opts (PredictOptions): the prediction options (thresholds, outputs...).
         tracker: ``"bytetrack"``, a tracker YAML file or a :class:`ByteTrackConfig`.
@@ -64,8 +64,12 @@ def track(model: Any, source: Any, opts: Any, *, tracker: Any = "bytetrack", per
     from ..engine.predictor import predict
     from ..engine.saving import ResultWriter
 
-    if getattr(model, "OUTPUT_KIND", "boxes") != "boxes":
-        raise ConfigError(f"track() needs a detection model; this one predicts {model.OUTPUT_KIND!r}")
+    from ..tasks import task_of
+
+    task = task_of(model)
+    if not task.tracks:
+        raise ConfigError(f"track() needs a detection model; this one predicts {task.results_field!r} "
+                          f"(task {task.name!r})")
     if not isinstance(persist, bool):
         raise ConfigError(f"persist must be True or False, got {persist!r}")
     config = resolve_tracker(tracker)

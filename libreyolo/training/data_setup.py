@@ -2,8 +2,8 @@
 
 :func:`task_defaults` adjusts the config before anything else; :class:`DataSetup` is the trainer's
 part that loads the data config, matches the model's classes to it (rebuilding the head) and
-builds the datasets and loaders. Detection reads YOLO datasets (:mod:`libreyolo.data.dataset`);
-classification (``OUTPUT_KIND == "probs"``) reads ImageFolder datasets
+builds the datasets and loaders through the model's task (:mod:`libreyolo.tasks`): detection reads
+YOLO datasets (:mod:`libreyolo.data.dataset`), classification ImageFolder datasets
 (:mod:`libreyolo.data.classify`). ``single_cls`` trains detection as one class (labels collapse
 to 0, a one-class head); ``fraction`` keeps the first share of the sorted training images. Under
 DDP the total ``batch`` is split over the processes and a
@@ -29,20 +29,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def is_classifier(model: Any) -> bool:
-    """The model outputs class probabilities (capability ``OUTPUT_KIND == "probs"``)."""
-    return getattr(model, "OUTPUT_KIND", "boxes") == "probs"
-
-
 def task_defaults(model: Family, cfg: TrainConfig, explicit: set[str]) -> TrainConfig:
-    """Classification: ``imgsz`` defaults to the family's (224) and ``project`` to runs/classify."""
-    if not is_classifier(model):
-        return cfg
-    changes: dict[str, Any] = {}
-    if "imgsz" not in explicit:
-        changes["imgsz"] = int(model.DEFAULT_IMGSZ)
-    if "project" not in explicit:
-        changes["project"] = "runs/classify"
+    """The keys the model's task sets when the user did not (a classifier: ``imgsz`` the family's
+    224, ``project`` runs/classify)."""
+    from ..tasks import task_of
+
+    changes = task_of(model).train_defaults(int(model.DEFAULT_IMGSZ), cfg, explicit)
     return dataclasses.replace(cfg, **changes) if changes else cfg
 
 
@@ -60,7 +52,9 @@ class DataSetup:
 
     def __init__(self, model: Family, cfg: TrainConfig, *, device: torch.device, dist: DistContext | None) -> None:
         self.model, self.cfg, self.device, self.dist = model, cfg, device, dist
-        self.classify = is_classifier(model)
+        from ..tasks import task_of
+
+        self.task = task_of(model)
         self.config: Any = None
         self.train_ds: Any = None
         self.val_ds: Any = None
@@ -74,23 +68,15 @@ class DataSetup:
         return self.dist is None or self.dist.is_main
 
     def load(self) -> None:
-        """Read the data config ``cfg.data`` (ImageFolder layout for a classifier)."""
-        if self.classify:
-            from ..data.classify import load_classify_data
-
-            self.config = load_classify_data(self.cfg.data)
-            return
-        from ..data.config import load_data_config
-
-        self.config = load_data_config(self.cfg.data)
+        """Read the data config ``cfg.data`` (the task's layout: YOLO, COCO JSON, ImageFolder)."""
+        self.config = self.task.load_data(self.cfg.data)
 
     def match_classes(self) -> None:
         """Rebuild the head when the dataset's class count differs (matching weights are kept)."""
         m, d = self.model, self.config
         nc, names = d.nc, dict(d.names)
+        self.task.check_train_options(self.cfg)
         if self.cfg.single_cls:  # every label becomes class 0 (the datasets collapse them)
-            if self.classify:
-                raise ConfigError("single_cls=True is for detection datasets; a classifier needs its classes")
             nc, names = 1, {0: names[0] if d.nc == 1 else "object"}
         if nc != m.nc:
             logger.warning("the model has %d classes but %s has %d%s: rebuilding %s-%s with %d classes and keeping "
@@ -156,62 +142,32 @@ class DataSetup:
         return files[:n]
 
     def build_loaders(self) -> None:
-        from ..data.augment import AugmentConfig
-        from ..data.dataset import DetectionDataset
         from ..data.loader import build_dataloader
 
-        cfg, d = self.cfg, self.config
-        if self.classify:
-            if cfg.fraction < 1:
-                raise ConfigError("fraction < 1 is for detection datasets; for a classifier, list fewer images")
-            self._build_classify_loaders()
-            return
-        hyp = AugmentConfig(**cfg.augment_kwargs())
+        cfg, d, task = self.cfg, self.config, self.task
         pin = self.device.type == "cuda"
         workers = self.workers()
-        if not self.is_main:  # rank 0 scans the labels and writes the cache first; the others read it
+        scan = task.scans_labels and self.dist is not None
+        if scan and not self.is_main:  # rank 0 scans the labels and writes the cache first; the others read it
             barrier(self.dist)
         train_files = self._train_files(d.train)
-        self.train_ds = DetectionDataset(train_files, imgsz=cfg.imgsz, augment=True, hyp=hyp, nc=d.nc,
-                                         single_cls=cfg.single_cls, prefix="train: ", cache=cfg.cache,
-                                         labels=d.label_index("train", train_files, prefix="train: "))
-        if self.dist is not None and self.is_main:
+        self.train_ds = task.dataset(d, train_files, split="train", imgsz=cfg.imgsz, augment=True, train_cfg=cfg)
+        if scan and self.is_main:
             barrier(self.dist)
         self._split_batch()
-        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=workers, shuffle=True,
-                                             seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler)
-        self.val_loader = None
-        if cfg.val and self.is_main:  # rank 0 validates on the whole val set
-            self.val_ds = DetectionDataset(d.val, imgsz=cfg.imgsz, augment=False, nc=d.nc, single_cls=cfg.single_cls,
-                                           prefix="val: ", labels=d.label_index("val", d.val, prefix="val: "))
-            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=workers, shuffle=False,
-                                               seed=cfg.seed, pin_memory=pin)
-
-    def _build_classify_loaders(self) -> None:
-        """ImageFolder loaders (:mod:`libreyolo.data.classify`); the last partial training batch is
-        dropped (BatchNorm after global pooling cannot train on one image)."""
-        from ..data.classify import ClassifyDataset, collate_classify
-        from ..data.loader import build_dataloader
-
-        cfg, d = self.cfg, self.config
-        pin = self.device.type == "cuda"
-        workers = self.workers()
-        self.train_ds = ClassifyDataset(d.train, imgsz=cfg.imgsz, augment=True, fliplr=cfg.fliplr, hsv_h=cfg.hsv_h,
-                                        hsv_s=cfg.hsv_s, hsv_v=cfg.hsv_v, prefix="train: ")
-        self._split_batch()
-        drop = len(self.train_ds) > self.batch
+        drop = task.drop_partial_batch and len(self.train_ds) > self.batch
         self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=workers, shuffle=True,
                                              seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler,
-                                             drop_last=drop, collate_fn=collate_classify)
+                                             drop_last=drop, collate_fn=task.collate)
         self.val_loader = None
-        if cfg.val and self.is_main:
-            self.val_ds = ClassifyDataset(d.val, imgsz=cfg.imgsz, augment=False, prefix="val: ")
+        if cfg.val and self.is_main:  # rank 0 validates on the whole val set
+            self.val_ds = task.dataset(d, d.val, split="val", imgsz=cfg.imgsz, train_cfg=cfg)
             self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=workers, shuffle=False,
-                                               seed=cfg.seed, pin_memory=pin, collate_fn=collate_classify)
+                                               seed=cfg.seed, pin_memory=pin, collate_fn=task.collate)
 
     def plot_batch(self, i: int, batch: dict[str, Any], save_dir: Path | None) -> None:
         """``train_batch<i>.png`` (the augmented batch with its boxes) and, with the first, ``train_labels.png``."""
-        if "bboxes" not in batch or save_dir is None:  # a classification batch has no boxes to draw
+        if not self.task.plots or save_dir is None:  # e.g. a classification batch has no boxes to draw
             return
         from ..engine.val_plots import plot_labels, plot_train_batch
 

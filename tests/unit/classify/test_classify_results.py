@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from libreyolo import SAMPLE_IMAGE, LibreYOLO
-from libreyolo.engine.classify_val import accuracy, topk_correct
+from libreyolo.tasks.classify.scoring import accuracy, topk_correct
 from libreyolo.engine.results import Probs, Results
 from libreyolo.errors import ConfigError
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from libreyolo.engine.predictor import preprocess
+from libreyolo.tasks.detect.preprocess import preprocess
 from libreyolo.engine.sources import load_source
 from libreyolo.ops.boxes import scale_boxes
 from libreyolo.ops.candidates import candidates_truncated, select_detections

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from libreyolo.engine import metrics as M
-from libreyolo.engine.validator import coco_map
+from libreyolo.tasks.detect import metrics as M
+from libreyolo.tasks.detect.scoring import coco_map
 
 HAND_AP = (51 * 1.0 + 50 * (2 / 3)) / 101  # P/R curve (1, .5), (.5, .5), (.667, 1) -> 101-point AP
 

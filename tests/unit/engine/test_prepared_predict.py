@@ -223,7 +223,7 @@ def test_cudnn_benchmark_flag_is_restored_after_nested_and_concurrent_calls():
 
 
 def test_staging_buffers_are_keyed_by_device_and_size():
-    from libreyolo.engine.predictor import Staging
+    from libreyolo.tasks.detect.preprocess import Staging
 
     st = Staging()
     a = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)

@@ -11,7 +11,7 @@ import torch
 from matplotlib.image import imread
 
 from libreyolo.engine import val_plots as P
-from libreyolo.engine.val_metrics import DetMetrics
+from libreyolo.tasks.detect.results import DetMetrics
 from libreyolo.engine.validator import run_validation, validate
 from libreyolo.model import Model
 from libreyolo.ops.boxes import xywh_to_xyxy

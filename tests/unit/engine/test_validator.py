@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from libreyolo.engine.validator import ValConfig, _Collector, validate
+from libreyolo.engine.validator import ValConfig, validate
+from libreyolo.tasks.detect.scoring import DetectionScorer as _Collector
 from libreyolo.errors import ConfigError
 from libreyolo.model import Model
 from libreyolo.ops.boxes import xywh_to_xyxy

@@ -25,7 +25,7 @@ class DetMetrics(dict):  # type: ignore[type-arg]  # dict[str, float]; plain dic
             ``instances``, ``precision``, ``recall`` (at the best class-mean F1 confidence, IoU 0.5),
             ``ap50`` and ``ap50-95`` (COCO, faster-coco-eval).
         confusion_matrix (ndarray[nc + 1, nc + 1], int64): ``[predicted, true]``, index nc the
-            background (see :func:`libreyolo.engine.metrics.confusion_matrix`).
+            background (see :func:`libreyolo.tasks.detect.metrics.confusion_matrix`).
         curves (dict[str, ndarray]): ``classes`` (ndarray[C']), ``conf`` (ndarray[1000]),
             ``precision`` / ``recall`` / ``f1`` (ndarray[C', 1000]) against confidence, and
             ``pr_recall`` (ndarray[101]) / ``pr_precision`` (ndarray[C', 101]): the COCO IoU-0.5

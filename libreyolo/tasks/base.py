@@ -1,0 +1,93 @@
+"""The :class:`Task` interface: the hooks shared code calls, one implementation per task."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class Task:
+    """One kind of output (detection boxes, class probabilities, ...) and what it needs.
+
+    Prediction (:func:`libreyolo.engine.predictor.predict`): :meth:`preprocess` builds the
+    network input from the source items, :meth:`predict_decoded` says whether the family's
+    captured decode runs inside the graph, :meth:`outputs` turns the raw outputs into the
+    per-image values of ``Results.<results_field>`` (on the host, in original image pixels).
+
+    Data and validation (:mod:`libreyolo.engine.validator`, :mod:`libreyolo.training.data_setup`):
+    :meth:`load_data` reads a dataset description, :meth:`dataset` builds a split,
+    :meth:`val_outputs` and :meth:`scorer` score predictions against the labels.
+    """
+
+    name: ClassVar[str] = ""
+    results_field: ClassVar[str] = ""  # the Results attribute predict fills ("boxes", "probs")
+    project: ClassVar[str] = ""  # default run folder of train/val/predict: runs/<task>
+    tracks: ClassVar[bool] = False  # track() applies (per-frame boxes to associate)
+    plots: ClassVar[bool] = False  # val/train pictures exist for this task (val_plots)
+    collate: ClassVar[Any] = None  # the DataLoader collate_fn of its datasets (None: the loader default)
+    scans_labels: ClassVar[bool] = False  # building the training set scans and caches label files
+    drop_partial_batch: ClassVar[bool] = False  # the training loader drops a last partial batch
+    val_losses: ClassVar[bool] = False  # validation also reports the training criterion's losses
+
+    # ------------------------------------------------------------------ prediction
+    def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,
+                   channels_last: bool, rect: bool, stride: int) -> tuple[Tensor, list[Any]]:
+        """Source items -> (network input Tensor[B, 3, H, W] ``dtype`` in [0, 1] on ``device``,
+        per-image parameters :meth:`outputs` needs to map back to the original image)."""
+        raise NotImplementedError
+
+    def predict_decoded(self, twin: Any, opts: Any) -> bool:
+        """Whether prediction runs the family's decode inside the network step."""
+        return False
+
+    def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
+                rerun: Any) -> list[Tensor]:
+        """Raw network outputs -> one float32 CPU tensor per image (what ``Results`` holds).
+        ``rerun()`` runs the network again without the decode (the raw head outputs)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ data
+    def load_data(self, data: str) -> Any:
+        """The dataset description (splits, classes) named by ``data`` (a yaml, folder, built-in name)."""
+        raise NotImplementedError
+
+    def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool,
+                **options: Any) -> Any:
+        """The dataset of one split (``files`` of ``config``); ``options`` are the trainer's
+        augmentation / label options this task reads."""
+        raise NotImplementedError
+
+    def check_train_options(self, cfg: Any) -> None:
+        """Refuse training options that do not apply to this task (clear ``ConfigError``)."""
+
+    def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
+        """Training keys this task sets when the user did not (``explicit``): e.g. the image size."""
+        return {}
+
+    # ------------------------------------------------------------------ validation
+    def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> Any:
+        """Raw outputs of a validation batch -> what :meth:`scorer` consumes."""
+        raise NotImplementedError
+
+    def scorer(self, names: dict[int, str]) -> Any:
+        """A fresh accumulator: ``add(batch, outputs, input_hw)``, then ``result(...)``."""
+        raise NotImplementedError
+
+
+def to_host(values: list[Tensor]) -> list[Tensor]:
+    """Per-image tensors -> float32 CPU tensors with one device-to-host copy for the batch."""
+    if not values or values[0].device.type == "cpu":
+        return [v.float() for v in values]
+    sizes = [int(v.shape[0]) for v in values]
+    return list(torch.cat([v.float() for v in values]).cpu().split(sizes))
+
+
+def ndarray(x: Any) -> np.ndarray:
+    import numpy as np
+
+    return x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)
