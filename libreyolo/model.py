@@ -233,23 +233,23 @@ class Model:
             >>> results[0].boxes.xyxy.shape[-1]
             4
         """
+        opts = self._options(locals())  # first: the keywords above, and nothing else yet
         from .engine.predictor import predict
 
-        opts = self._options(dict(
-            conf=conf, iou=iou, imgsz=imgsz, classes=classes, max_det=max_det,
-            device=device, batch=batch, save=save, save_dir=save_dir, cuda_graph=cuda_graph,
-            half=half, agnostic_nms=agnostic_nms, bgr=bgr, fuse=fuse, rect=rect, vid_stride=vid_stride,
-            save_txt=save_txt, save_conf=save_conf, save_crop=save_crop, line_width=line_width, show=show,
-            verbose=verbose,
-        ))
         gen = predict(self, source, opts)
         return gen if stream else list(gen)
 
     __call__ = predict
 
-    def _options(self, kw: dict[str, Any]) -> Any:
+    def _options(self, values: dict[str, Any]) -> Any:
+        """The resolved :class:`~libreyolo.engine.predictor.PredictOptions` of a ``predict`` /
+        ``track`` call, from its ``locals()``: the options are those of its keywords that are
+        ``PredictOptions`` fields (``source``, ``stream``, ``persist``, ``tracker`` are the verbs'
+        own), so the two signatures are the only lists of them, and a test holds those equal to
+        the fields (tests/unit/engine/test_predict_options.py)."""
         from .engine.predictor import PredictOptions
 
+        kw = PredictOptions.pick(values)
         adjust = getattr(self.backend, "predict_options", None)
         return PredictOptions.build(model=self, **(adjust(kw) if adjust is not None else kw))
 
@@ -299,15 +299,9 @@ class Model:
             >>> for r in model.track("clip.mp4", stream=True):  # doctest: +SKIP
             ...     print(r.frame, r.boxes.id.tolist())
         """
+        opts = self._options(locals())  # first: the keywords above, and nothing else yet
         from .trackers.track import track
 
-        opts = self._options(dict(
-            conf=conf, iou=iou, imgsz=imgsz, classes=classes, max_det=max_det,
-            device=device, batch=batch, save=save, save_dir=save_dir, cuda_graph=cuda_graph,
-            half=half, agnostic_nms=agnostic_nms, bgr=bgr, fuse=fuse, rect=rect, vid_stride=vid_stride,
-            save_txt=save_txt, save_conf=save_conf, save_crop=save_crop, line_width=line_width, show=show,
-            verbose=verbose,
-        ))
         gen = track(self, source, opts, tracker=tracker, persist=persist)
         return gen if stream else list(gen)
 

@@ -57,35 +57,24 @@ def _as_dict(keys: list[Key]) -> dict[str, Key]:
 
 
 # ---------------------------------------------------------------------------- predict
+# How ``libreyolo predict`` differs from ``model.predict()`` (its keys are PredictOptions' fields):
+# it adds the model keys and ``source`` (default: the sample image, shown as SAMPLE_IMAGE); it
+# saves by default (``save=true``: a command's output is the files; Python's default is False);
+# and it has no ``bgr`` (that key is about numpy arrays, which a command line cannot pass).
+_PREDICT_NOT_ON_CLI = ("bgr",)
+
+
 def _predict_keys() -> dict[str, Key]:
     from ..assets import SAMPLE_IMAGE
+    from ..engine.predictor import PredictOptions
 
+    keys = _as_dict(_dataclass_keys(PredictOptions, exclude=_PREDICT_NOT_ON_CLI))
+    keys["save"] = dataclasses.replace(keys["save"], default=True, pass_default=True)
     return _as_dict([
         *_model_keys(),
         Key(name="source", kind="source", default=SAMPLE_IMAGE, pass_default=True, shown="SAMPLE_IMAGE",
             help="image, video, folder, glob, or a comma-separated list of paths (default: the sample image)"),
-        Key(name="conf", kind="float", default=0.25, help="confidence threshold in [0, 1]"),
-        Key(name="iou", kind="float", default=0.7, help="NMS IoU threshold in [0, 1]"),
-        Key(name="imgsz", default=None, help="input size: 640 or h,w (default: the model's)"),
-        Key(name="classes", default=None, help="keep only these class ids, e.g. 0,2"),
-        Key(name="max_det", kind="int", default=300, help="most detections per image"),
-        Key(name="device", kind="str", default=None, help="cpu, cuda, 0, cuda:1 (default: CUDA if present)"),
-        Key(name="batch", kind="int", default=1, help="images per forward pass"),
-        Key(name="save", kind="bool", default=True, pass_default=True, help="write annotated images"),
-        Key(name="save_dir", kind="str", default=None, help="where to save (default: runs/<task>/predict<N>)"),
-        Key(name="cuda_graph", default=False, help="CUDA-graph replay: false, true, or auto"),
-        Key(name="half", kind="bool", default=False, help="half precision (fp16 on CUDA, bf16 on CPU)"),
-        Key(name="agnostic_nms", kind="bool", default=False, help="class-agnostic NMS"),
-        Key(name="fuse", kind="bool", default=True, help="run a fused copy of the model (BatchNorm folded)"),
-        Key(name="rect", kind="bool", default=True,
-            help="letterbox to the smallest stride-multiple rectangle (false: the square imgsz)"),
-        Key(name="vid_stride", kind="int", default=1, help="read every n-th video/stream frame"),
-        Key(name="save_txt", kind="bool", default=False, help="write YOLO label lines under labels/"),
-        Key(name="save_conf", kind="bool", default=False, help="add the confidence to save_txt lines"),
-        Key(name="save_crop", kind="bool", default=False, help="write each box's crop under crops/<class>/"),
-        Key(name="line_width", kind="int", default=None, help="box outline width in pixels (default: scaled)"),
-        Key(name="show", kind="bool", default=False, help="show results in a window (needs a display)"),
-        Key(name="verbose", kind="bool", default=False, help="one line per image: objects found, milliseconds"),
+        *keys.values(),
     ])
 
 
@@ -156,8 +145,15 @@ def _report_predictions(results: Any, totals: dict[str, float], quiet: bool) -> 
 
 # ---------------------------------------------------------------------------- train / val / export
 def _kind_of(hint: Any) -> Kind:
-    """The CLI kind of a dataclass field type (``str | None`` -> str, ``bool | str`` -> any)."""
-    args = {a for a in typing.get_args(hint) if a is not type(None)} if typing.get_args(hint) else {hint}
+    """The CLI kind of a dataclass field type (``str | None`` -> str, ``bool | str`` -> any).
+
+    A ``Path`` or ``torch.device`` is written as its string on a command line, so
+    ``str | Path | None`` and ``str | torch.device | None`` are str keys.
+    """
+    torch = sys.modules.get("torch")  # imported already when a hint names torch.device
+    spelt = {Path: str, **({torch.device: str} if torch is not None else {})}
+    args = {spelt.get(a, a) for a in typing.get_args(hint) if a is not type(None)} \
+        if typing.get_args(hint) else {hint}
     if typing.get_origin(hint) is typing.Literal:
         return "str" if all(isinstance(a, str) for a in typing.get_args(hint)) else "any"
     if len(args) != 1:
@@ -166,15 +162,27 @@ def _kind_of(hint: Any) -> Kind:
     return {bool: "bool", int: "int", float: "float", str: "str"}.get(only, "any")  # type: ignore[return-value]
 
 
-def _dataclass_keys(cls: type, *, exclude: tuple[str, ...] = ()) -> list[Key]:
+def choices(hint: Any) -> tuple[Any, ...]:
+    """The values a ``Literal[...]`` field type accepts (``()`` for any other type)."""
+    return typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else ()
+
+
+def _dataclass_keys(cls: type, *, exclude: tuple[str, ...] = (), helps: dict[str, str] | None = None) -> list[Key]:
+    """The CLI keys of an API dataclass: one per field, with its kind, its default and its help
+    (the field's ``metadata["help"]``, else ``helps[name]``). ``{choices}`` in a help becomes
+    the values the field's ``Literal`` type accepts (``val, train or test``), so it cannot drift."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
         if f.name in exclude:
             continue
         default = f.default if f.default is not dataclasses.MISSING else API_DEFAULT
-        out.append(Key(name=f.name, kind=_kind_of(hints.get(f.name, Any)), default=default,
-                       help=str(f.metadata.get("help", ""))))
+        text = str(f.metadata.get("help", "") or (helps or {}).get(f.name, ""))
+        if "{choices}" in text:
+            names = [str(c).lower() if isinstance(c, bool) else str(c) for c in choices(hints[f.name])]
+            text = text.replace("{choices}", ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1
+                                else "".join(names))
+        out.append(Key(name=f.name, kind=_kind_of(hints.get(f.name, Any)), default=default, help=text))
     return out
 
 
@@ -187,9 +195,8 @@ def _train_keys() -> dict[str, Key] | None:
         raise
     from ..training.config import TRAIN_HELP
 
-    keys = [dataclasses.replace(k, help=k.help or TRAIN_HELP.get(k.name, ""))
-            for k in _dataclass_keys(TrainConfig, exclude=("model", "pretrained"))]
-    return _as_dict([*_model_keys(), *keys])
+    return _as_dict([*_model_keys(), *_dataclass_keys(TrainConfig, exclude=("model", "pretrained"),
+                                                       helps=TRAIN_HELP)])
 
 
 def run_train(kw: dict[str, Any], quiet: bool) -> int:
@@ -204,7 +211,8 @@ def run_train(kw: dict[str, Any], quiet: bool) -> int:
 _VAL_HELP = {"data": "dataset yaml (or a built-in dataset name); default: the model's training dataset",
              "imgsz": "input size: 640 or h,w", "batch": "images per batch", "conf": "confidence threshold",
              "iou": "NMS IoU threshold", "max_det": "most detections per image", "device": "cpu, cuda, 0, cuda:1",
-             "split": "dataset split: val, train or test", "cfg": "a YAML file of val keys (keys given here override it)", "half": "half precision",
+             "split": "dataset split: {choices}", "cfg": "a YAML file of val keys (keys given here override it)",
+             "half": "half precision",
              "workers": "data-loading processes (capped to the CPUs available)",
              "verbose": "per-class table", "plots": "write plots"}
 
@@ -212,8 +220,7 @@ _VAL_HELP = {"data": "dataset yaml (or a built-in dataset name); default: the mo
 def _val_keys() -> dict[str, Key]:
     from ..engine.validator import ValConfig
 
-    keys = [dataclasses.replace(k, help=k.help or _VAL_HELP.get(k.name, "")) for k in _dataclass_keys(ValConfig)]
-    return _as_dict([*_model_keys(), *keys])
+    return _as_dict([*_model_keys(), *_dataclass_keys(ValConfig, helps=_VAL_HELP)])
 
 
 def run_val(kw: dict[str, Any], quiet: bool) -> int:
@@ -232,18 +239,7 @@ def _export_keys() -> dict[str, Key]:
             raise
         fields = [Key(name=n) for n in ("format", "imgsz", "batch", "dynamic", "opset", "half", "simplify")]
     else:
-        fields = _dataclass_keys(ExportConfig)
-    helps = {"format": "export format: onnx, torchscript or openvino", "imgsz": "input size: 640 or h,w",
-             "batch": "batch size of the exported input", "dynamic": "dynamic batch/height/width axes",
-             "opset": "ONNX opset", "half": "float16 weights (CUDA)", "simplify": "simplify the graph",
-             "device": "device to trace on", "file": "output file",
-             "decode": "put the family's decode inside the graph (output candidates [B, k, 6])",
-             "nms": "put decode and NMS inside the graph (output detections [B, max_det, 6])",
-             "iou": "NMS IoU threshold inside the graph (nms=true)",
-             "conf": "score threshold inside the graph (nms=true)",
-             "max_det": "detections per image inside the graph (nms=true)",
-             "agnostic_nms": "class-agnostic NMS inside the graph (nms=true)"}
-    fields = [dataclasses.replace(k, help=k.help or helps.get(k.name, "")) for k in fields]
+        fields = _dataclass_keys(ExportConfig)  # help: the fields' metadata
     return _as_dict([*_model_keys(), *fields])
 
 

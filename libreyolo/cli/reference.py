@@ -1,7 +1,7 @@
 """The command-line reference page (``docs/cli.md``), generated from the keys each verb takes.
 
-The keys come from the API's own definitions (``TrainConfig``, ``ValConfig``, the ``predict``
-signature, ...), the same as ``libreyolo <verb> --help`` prints, so the page cannot drift from the
+The keys come from the API's own dataclasses (``PredictOptions``, ``TrainConfig``, ``ValConfig``,
+``ExportConfig``: names, defaults, help), the same as ``libreyolo <verb> --help`` prints, so the page cannot drift from the
 code: ``tests/unit/cli/test_cli_reference.py`` fails when the committed page differs from this.
 
     python3 -m libreyolo.cli.reference > docs/cli.md

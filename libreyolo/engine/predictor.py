@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_keys
 from ..ops import nms as _nms  # noqa: F401 - import torchvision's kernels before anything is timed
 from ..ops.letterbox import (
     check_imgsz,
@@ -37,74 +37,102 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, kw_only=True)
 class PredictOptions:
-    conf: float
-    iou: float
-    imgsz: tuple[int, int]
-    classes: list[int] | None
-    max_det: int
-    device: torch.device | None
-    batch: int
-    save: bool
-    save_dir: Path | None
-    cuda_graph: Any
-    half: bool
-    fuse: bool
-    rect: bool
-    agnostic_nms: bool
-    bgr: bool
-    vid_stride: int = 1
-    save_txt: bool = False
-    save_conf: bool = False
-    save_crop: bool = False
-    line_width: int | None = None
-    show: bool = False
-    verbose: bool = False
+    """The keywords of ``model.predict()`` / ``model.track()``: the one definition of their names,
+    defaults and help (``Model.predict``'s signature and ``libreyolo predict`` are checked against
+    these fields by tests/unit/engine/test_predict_options.py and tests/unit/cli).
+
+    Built as the user gives the values (``PredictOptions(conf=0.4, imgsz=640)``); :meth:`resolve`
+    (or :meth:`build`) validates them against a model and returns the options the pipeline runs
+    with: ``imgsz`` an ``(h, w)`` tuple of stride multiples (the model's when None), ``device`` a
+    ``torch.device`` (None: stay where the model is), ``save_dir`` a ``Path`` or None, ``classes``
+    a list or None.
+
+    Example:
+        >>> PredictOptions().conf, PredictOptions(imgsz=640).imgsz
+        (0.25, 640)
+    """
+
+    conf: float = field(default=0.25, metadata={"help": "confidence threshold in [0, 1]"})
+    iou: float = field(default=0.7, metadata={"help": "NMS IoU threshold in [0, 1]"})
+    imgsz: int | tuple[int, int] | None = field(default=None, metadata={"help": "input size: 640 or h,w (default: the model's)"})
+    classes: int | list[int] | None = field(default=None, metadata={"help": "keep only these class ids, e.g. 0,2"})
+    max_det: int = field(default=300, metadata={"help": "most detections per image"})
+    device: str | torch.device | None = field(default=None, metadata={"help": "cpu, cuda, 0, cuda:1 (default: CUDA if present)"})
+    batch: int = field(default=1, metadata={"help": "images per forward pass"})
+    save: bool = field(default=False, metadata={"help": "write annotated images"})
+    save_dir: str | Path | None = field(default=None, metadata={"help": "where to save (default: runs/<task>/predict<N>)"})
+    cuda_graph: Literal[False, True, "auto"] = field(default=False, metadata={"help": "CUDA-graph replay: false, true, or auto"})
+    half: bool = field(default=False, metadata={"help": "half precision (fp16 on CUDA, bf16 on CPU)"})
+    agnostic_nms: bool = field(default=False, metadata={"help": "class-agnostic NMS"})
+    bgr: bool = field(default=True, metadata={"help": "numpy array sources are BGR (OpenCV order); false: RGB"})
+    fuse: bool = field(default=True, metadata={"help": "run a fused copy of the model (BatchNorm folded)"})
+    rect: bool = field(default=True, metadata={"help": "letterbox to the smallest stride-multiple rectangle (false: the square imgsz)"})
+    vid_stride: int = field(default=1, metadata={"help": "read every n-th video/stream frame"})
+    save_txt: bool = field(default=False, metadata={"help": "write YOLO label lines under labels/"})
+    save_conf: bool = field(default=False, metadata={"help": "add the confidence to save_txt lines"})
+    save_crop: bool = field(default=False, metadata={"help": "write each box's crop under crops/<class>/"})
+    line_width: int | None = field(default=None, metadata={"help": "box outline width in pixels (default: scaled)"})
+    show: bool = field(default=False, metadata={"help": "show results in a window (needs a display)"})
+    verbose: bool = field(default=False, metadata={"help": "one line per image: objects found, milliseconds"})
 
     @classmethod
-    def build(cls, *, model: Family, conf: float, iou: float, imgsz: Any, classes: Any, max_det: int,
-              device: Any, batch: int, save: bool, save_dir: Any, cuda_graph: Any, half: bool,
-              agnostic_nms: bool, bgr: bool, fuse: bool = True, rect: bool = True, vid_stride: int = 1,
-              save_txt: bool = False, save_conf: bool = False, save_crop: bool = False,
-              line_width: int | None = None, show: bool = False, verbose: bool = False) -> PredictOptions:
+    def names(cls) -> tuple[str, ...]:
+        """The keyword names, in signature order."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def pick(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The entries of ``values`` (e.g. a verb's ``locals()``) that are predict options."""
+        return {name: values[name] for name in cls.names() if name in values}
+
+    @classmethod
+    def build(cls, *, model: Family, **kw: Any) -> PredictOptions:
+        """``PredictOptions(**kw).resolve(model)``; an unknown keyword raises :class:`ConfigError`."""
+        check_keys(kw, cls.names(), what="predict")
+        return cls(**kw).resolve(model)
+
+    def resolve(self, model: Family) -> PredictOptions:
+        """Validate against ``model`` and return the options the pipeline runs with (class doc).
+
+        Raises:
+            ConfigError: a value out of range or of the wrong type (the key is named).
+        """
         from ..graphs.runner import check_policy
         from ..models._base.family import select_device
 
+        conf, iou, imgsz, classes = self.conf, self.iou, self.imgsz, self.classes
         for key, v in (("conf", conf), ("iou", iou)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) <= 1.0:
                 raise ConfigError(f"{key} must be a number in [0, 1], got {v!r}")
-        if isinstance(max_det, bool) or not isinstance(max_det, int) or max_det < 1:
-            raise ConfigError(f"max_det must be a positive int, got {max_det!r}")
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ConfigError(f"batch must be a positive int, got {batch!r}")
+        for key, v in (("max_det", self.max_det), ("batch", self.batch)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{key} must be a positive int, got {v!r}")
         if classes is not None:
             if isinstance(classes, int):
                 classes = [classes]
             if not all(isinstance(c, int) and 0 <= c < model.nc for c in classes):
                 raise ConfigError(f"classes must be class ids in [0, {model.nc - 1}], got {classes!r}")
-        for key, v in (("half", half), ("fuse", fuse), ("rect", rect), ("save_txt", save_txt),
-                       ("save_conf", save_conf), ("save_crop", save_crop), ("show", show), ("verbose", verbose)):
-            if not isinstance(v, bool):
-                raise ConfigError(f"{key} must be True or False, got {v!r}")
+        for key in ("half", "fuse", "rect", "save_txt", "save_conf", "save_crop", "show", "verbose"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"{key} must be True or False, got {getattr(self, key)!r}")
+        vid_stride, line_width = self.vid_stride, self.line_width
         if isinstance(vid_stride, bool) or not isinstance(vid_stride, int) or vid_stride < 1:
             raise ConfigError(f"vid_stride must be a positive int (1 reads every video frame), got {vid_stride!r}")
         if line_width is not None and (isinstance(line_width, bool) or not isinstance(line_width, int)
                                        or line_width < 1):
             raise ConfigError(f"line_width must be a positive int (pixels) or None (scaled to the image), "
                               f"got {line_width!r}")
-        check_policy(cuda_graph)
-        dev = select_device(device) if device is not None else None
+        check_policy(self.cuda_graph)
+        dev = select_device(self.device) if self.device is not None else None
         hw = check_imgsz(imgsz if imgsz is not None else model.imgsz, stride=model.stride)
         if imgsz is not None and tuple(hw) != ((imgsz, imgsz) if isinstance(imgsz, int) else tuple(imgsz)):
             logger.warning("imgsz=%s is not a multiple of the stride %d: predicting at imgsz=%s",
                            imgsz, model.stride, list(hw))  # the same rounding (and notice) as train
-        return cls(
-            conf=float(conf), iou=float(iou),
-            imgsz=hw,
-            classes=list(classes) if classes is not None else None, max_det=max_det, device=dev,
-            batch=batch, save=bool(save), save_dir=Path(save_dir) if save_dir else None,
-            cuda_graph=cuda_graph, half=half, fuse=fuse, rect=rect, agnostic_nms=bool(agnostic_nms), bgr=bool(bgr),
-            vid_stride=vid_stride, save_txt=save_txt, save_conf=save_conf, save_crop=save_crop,
-            line_width=line_width, show=show, verbose=verbose,
+        return replace(
+            self, conf=float(conf), iou=float(iou), imgsz=hw,
+            classes=list(classes) if classes is not None else None, device=dev,
+            save=bool(self.save), save_dir=Path(self.save_dir) if self.save_dir else None,
+            agnostic_nms=bool(self.agnostic_nms), bgr=bool(self.bgr),
         )
 
 

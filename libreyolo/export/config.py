@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -29,23 +29,25 @@ class ExportConfig:
     decreasing score, ``k`` the family's ``DECODE_TOPK``. ``nms=True`` (implies ``decode``) adds
     NMS at ``iou`` (class-aware unless ``agnostic_nms``) over candidates scoring above ``conf``:
     one output ``detections`` Tensor[B, max_det, 6], unused rows all zero.
+
+    Each field's ``metadata["help"]`` is the line ``libreyolo export --help`` shows for it.
     """
 
-    format: str = "onnx"
-    imgsz: int | tuple[int, int] = 640
-    batch: int = 1
-    dynamic: bool = False
-    opset: int = DEFAULT_OPSET
-    half: bool = False
-    simplify: bool = False
-    device: str | None = None
-    file: str | None = None
-    decode: bool = False
-    nms: bool = False
-    iou: float = 0.7
-    conf: float = 0.001
-    max_det: int = 300
-    agnostic_nms: bool = False
+    format: str = field(default="onnx", metadata={"help": "export format: onnx, torchscript or openvino"})
+    imgsz: int | tuple[int, int] = field(default=640, metadata={"help": "input size: 640 or h,w"})
+    batch: int = field(default=1, metadata={"help": "batch size of the exported input"})
+    dynamic: bool = field(default=False, metadata={"help": "dynamic batch/height/width axes"})
+    opset: int = field(default=DEFAULT_OPSET, metadata={"help": "ONNX opset"})
+    half: bool = field(default=False, metadata={"help": "float16 weights (CUDA)"})
+    simplify: bool = field(default=False, metadata={"help": "simplify the graph"})
+    device: str | None = field(default=None, metadata={"help": "device to trace on"})
+    file: str | None = field(default=None, metadata={"help": "output file"})
+    decode: bool = field(default=False, metadata={"help": "put the family's decode inside the graph (output candidates [B, k, 6])"})
+    nms: bool = field(default=False, metadata={"help": "put decode and NMS inside the graph (output detections [B, max_det, 6])"})
+    iou: float = field(default=0.7, metadata={"help": "NMS IoU threshold inside the graph (nms=true)"})
+    conf: float = field(default=0.001, metadata={"help": "score threshold inside the graph (nms=true)"})
+    max_det: int = field(default=300, metadata={"help": "detections per image inside the graph (nms=true)"})
+    agnostic_nms: bool = field(default=False, metadata={"help": "class-agnostic NMS inside the graph (nms=true)"})
 
     @property
     def head(self) -> str:
