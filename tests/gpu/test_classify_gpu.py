@@ -32,7 +32,7 @@ def test_predict_on_cuda_with_graph_returns_probs(name: str) -> None:
     from libreyolo.graphs.runner import PredictGraphs
 
     model = Model(cls(size=cls.SIZES[0], nc=6)).to("cuda")
-    model._graphs = PredictGraphs(model, force=True)  # the family flag is False until its parity rows exist
+    model.backend.use_graphs(PredictGraphs(model.family, force=True))  # capture whatever the family flag says
     eager = model(SAMPLE_IMAGE, half=True)[0]
     graph = model(SAMPLE_IMAGE, half=True, cuda_graph=True)[0]
     assert eager.probs is not None and eager.probs.data.shape == (6,)
@@ -54,7 +54,7 @@ def test_short_amp_training_on_shapes_cls(cuda_graph: bool, tmp_path) -> None:
     assert 0.0 <= out["top1"] <= 1.0 and out["best"]
     if cuda_graph:  # the graph arm must really have replayed, not fallen back to eager
         info = out["cuda_graph"]
-        if type(model).SUPPORTS_TRAIN_CUDA_GRAPH:
+        if type(model.family).SUPPORTS_TRAIN_CUDA_GRAPH:
             assert info["failed"] is None and info["graphs"] and info["graphs"][0]["replays"] > 0, info
         else:
             assert info["enabled"] is False and info["reason"], info

@@ -18,6 +18,7 @@ from torch import nn
 
 from libreyolo.graphs.parity import build_probe_model, check_parity, compare_outputs, probe_batch
 from libreyolo.graphs.seam import Stage
+from libreyolo.model import Model
 from libreyolo.models._base.family import Family
 from libreyolo.registry import families
 
@@ -100,8 +101,8 @@ class SmallUnflagged(Small):
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
 
 
-def _model(cls: type[Small] = Small, *, fuse: bool = True, seed: int = 0) -> Small:
-    return build_probe_model(cls, size="n", task="detect", device="cuda", seed=seed, fuse=fuse)
+def _model(cls: type[Small] = Small, *, fuse: bool = True, seed: int = 0) -> Model:
+    return Model(build_probe_model(cls, size="n", task="detect", device="cuda", seed=seed, fuse=fuse))
 
 
 def _probes(shape=(2, 3, 64, 64)) -> tuple[torch.Tensor, torch.Tensor]:
@@ -318,6 +319,7 @@ _FAILING_CAPTURE = """
 import torch
 from torch import nn
 from libreyolo.errors import GraphCaptureError
+from libreyolo.model import Model
 from libreyolo.models._base.family import Family
 
 class N(nn.Module):
@@ -335,7 +337,7 @@ class Syncing(Family):
     def build_net(cls, *, size, nc, task):
         return N()
 
-m = Syncing(size="n")
+m = Model(Syncing(size="n"))
 m.to("cuda")
 try:
     m.forward(torch.rand(1, 3, 32, 32, device="cuda"), cuda_graph=True)
