@@ -177,12 +177,12 @@ def network_step(rgb: np.ndarray, *, families: list[tuple[str, str]], device: to
     out: dict[str, Any] = {}
     for fam, size in families:
         model = libre_model(fam, size, device)
-        cls = type(model)
+        cls = type(model.family)
         default_cl = cls.INFER_CHANNELS_LAST
         for half in (False, True):
             for cl in (False, True):
                 cls.INFER_CHANNELS_LAST = cl
-                model._drop_prepared()
+                model.backend.drop_prepared()
                 twin = model.prepared(half=half)
                 decoded = bool(twin.DECODE_TOPK)
                 x, _ = preprocess([rgb], (640, 640), device, dtype=input_dtype(twin), channels_last=channels_last(twin),
@@ -213,7 +213,7 @@ def network_step(rgb: np.ndarray, *, families: list[tuple[str, str]], device: to
                 logger.info("network %s: %s", key, {k: v for k, v in r.items() if k in ("eager", "graph", "error")})
                 model.release_graphs()
         cls.INFER_CHANNELS_LAST = default_cl
-        model._drop_prepared()
+        model.backend.drop_prepared()
         del model
         torch.cuda.empty_cache()
     return out
