@@ -14,6 +14,7 @@ from torch import Tensor
 from ...errors import ConfigError
 from ...graphs.seam import Stage
 from .._base.family import Family
+from .dfine_variants import VARIANTS
 
 DECODER_EAGER_REASON = ("in training the decoder's token count follows the largest ground-truth count of the "
                         "batch (denoising queries) and the Hungarian criterion syncs with the host")
@@ -92,3 +93,15 @@ class EncoderDecoderFamily(Family):
         net: Any = self.net
         return [Stage(name="backbone+encoder", fn=net.trunk(), capturable=True),
                 Stage(name="decoder+criterion", fn=net.decoder, capturable=False, reason=DECODER_EAGER_REASON)]
+
+
+class FDRFamily(EncoderDecoderFamily):
+    """The D-FINE network (HGNetv2, GELAN hybrid encoder, FDR decoder) as D-FINE and DEIM share it:
+    its sizes (:data:`~libreyolo.models._detr.dfine_variants.VARIANTS`) and its precision limit.
+    Each family keeps its own name, losses, recipe and capability flags."""
+
+    SIZES: ClassVar[tuple[str, ...]] = tuple(VARIANTS)
+    HALF_CAST: ClassVar[bool] = False
+    HALF_CAST_REASON: ClassVar[str] = ("its weights cast to float16 or bfloat16 give non-finite outputs (NaN on a CPU "
+                                       "check, a failing fp16 decode row on the H200); half=True runs fp32 weights "
+                                       "under autocast")

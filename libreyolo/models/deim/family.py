@@ -6,10 +6,10 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from .._detr.family import EncoderDecoderFamily
+from .._detr.family import FDRFamily
 
 
-class DEIM(EncoderDecoderFamily):
+class DEIM(FDRFamily):
     """DEIM (arXiv:2412.04234) on D-FINE: the D-FINE network trained with dense one-to-one
     matching and the matchability-aware loss (MAL); no NMS. Trains in full precision by
     default (``amp=False`` in :attr:`TRAIN_DEFAULTS`, applied unless ``amp`` is passed).
@@ -17,12 +17,8 @@ class DEIM(EncoderDecoderFamily):
 
     FAMILY: ClassVar[str] = "deim"
     NAME_TOKEN: ClassVar[str] = "DEIM"
-    SIZES: ClassVar[tuple[str, ...]] = ("n", "s")
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("mal", "l1", "giou", "fgl", "ddf")
 
-    HALF_CAST: ClassVar[bool] = False
-    HALF_CAST_REASON: ClassVar[str] = ("its weights cast to float16 or bfloat16 give non-finite outputs (NaN on a CPU check, "
-                                       "a failing fp16 decode row on the H200); half=True runs fp32 weights under autocast")
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (seam: trunk captured)
 

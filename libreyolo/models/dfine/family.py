@@ -6,10 +6,10 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from .._detr.family import EncoderDecoderFamily
+from .._detr.family import FDRFamily
 
 
-class DFINE(EncoderDecoderFamily):
+class DFINE(FDRFamily):
     """D-FINE (arXiv:2410.13842): HGNetv2, GELAN hybrid encoder, FDR decoder with GO-LSD, no NMS.
 
     Trains in full precision by default, as the reference (``amp=False`` in
@@ -18,12 +18,8 @@ class DFINE(EncoderDecoderFamily):
 
     FAMILY: ClassVar[str] = "dfine"
     NAME_TOKEN: ClassVar[str] = "DFINE"
-    SIZES: ClassVar[tuple[str, ...]] = ("n", "s")
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("vfl", "l1", "giou", "fgl", "ddf")
 
-    HALF_CAST: ClassVar[bool] = False
-    HALF_CAST_REASON: ClassVar[str] = ("its weights cast to float16 or bfloat16 give non-finite outputs (NaN on a CPU check, "
-                                       "a failing fp16 decode row on the H200); half=True runs fp32 weights under autocast")
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (seam: trunk captured)
 
