@@ -15,6 +15,7 @@ noise, a natural image); compare with eager using torch.equal on every output. W
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-fuse", action="store_true", help="probe the unfused model")
+    ap.add_argument("--arch", default=None,
+                    help='architecture variant as JSON (the family\'s set_arch keys), e.g. \'{"box_groups": 1}\'')
     ap.add_argument("--commit", default=None, help="commit id to record (default: git rev-parse HEAD)")
     ap.add_argument("--merge", type=Path, default=None,
                     help="an existing matrix JSON: its rows of other family/task/size/dtype are kept in the output")
@@ -47,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         environment,
         expected_flag,
         merge_rows,
+        row_key,
         run_matrix,
         write_matrix,
     )
@@ -59,14 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows = run_matrix(families=split(args.families) or None, sizes=split(args.sizes) or None,
                       imgsz=args.imgsz, batch=args.batch, dtypes=tuple(split(args.dtypes)),
-                      device="cuda", seed=args.seed, fuse=not args.no_fuse)
+                      device="cuda", seed=args.seed, fuse=not args.no_fuse,
+                      arch=json.loads(args.arch) if args.arch else None)
     env = environment(commit=args.commit)
     docs = [{"environment": env, "rows": rows}]  # each row names the run that produced it
     if args.merge is not None and args.merge.is_file():
-        import json
-
         docs.insert(0, json.loads(args.merge.read_text()))
-    rows = merge_rows(docs, key=lambda r: (r["family"], r["task"], r["size"], r["dtype"]))
+    rows = merge_rows(docs, key=row_key)
     settings = {"imgsz": args.imgsz, "batch": args.batch, "seed": args.seed, "fuse": not args.no_fuse,
                 "probes": ["uniform", "image"], "dtypes": split(args.dtypes)}
     jp, mp = args.out / "cuda-graph-parity.json", args.out / "cuda-graph-parity.md"

@@ -197,10 +197,18 @@ def randomise_norm_stats(net: torch.nn.Module, *, seed: int) -> None:
 
 
 def build_probe_model(cls: type[Family], *, size: str, task: str, device: torch.device | str, seed: int,
-                      fuse: bool = True) -> Family:
-    """An untrained ``cls`` model built with a fixed seed, on ``device``, fused as deployed."""
+                      fuse: bool = True, arch: dict[str, Any] | None = None) -> Family:
+    """An untrained ``cls`` model built with a fixed seed, on ``device``, fused as deployed.
+    ``arch``: architecture options of the family's ``set_arch`` (a variant, e.g. the yolo9 head of
+    Ultralytics checkpoints, ``{"box_groups": 1}``)."""
     torch.manual_seed(seed)
     model = cls(size=size, task=task, nc=80)
+    if arch:
+        set_arch = getattr(model, "set_arch", None)
+        if set_arch is None:
+            raise ValueError(f"{cls.FAMILY} has no architecture options (asked for {arch})")
+        torch.manual_seed(seed)
+        set_arch(**arch)
     randomise_norm_stats(model.net, seed=seed)
     model.to(device)
     if fuse:
@@ -210,9 +218,10 @@ def build_probe_model(cls: type[Family], *, size: str, task: str, device: torch.
 
 def run_matrix(*, families: list[str] | None = None, sizes: list[str] | None = None, imgsz: int = 640,
                batch: int = 1, dtypes: tuple[str, ...] = ("float32", "float16"), device: str = "cuda",
-               seed: int = 0, fuse: bool = True) -> list[dict[str, Any]]:
+               seed: int = 0, fuse: bool = True, arch: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per family x task x size x dtype. A model that fails to build or capture is recorded
-    as an ``"error"`` row (with the message) so that one broken family does not hide the rest."""
+    as an ``"error"`` row (with the message) so that one broken family does not hide the rest.
+    ``arch``: run an architecture variant (``build_probe_model``); its rows carry ``"arch"``."""
     from ..registry import families as registered
 
     fams = registered()
@@ -225,8 +234,11 @@ def run_matrix(*, families: list[str] | None = None, sizes: list[str] | None = N
                 if sizes and size not in sizes:
                     continue
                 base = {"family": name, "task": task, "size": size, "imgsz": imgsz, "batch": batch}
+                if arch:
+                    base["arch"] = dict(arch)
                 try:
-                    model = build_probe_model(cls, size=size, task=task, device=device, seed=seed, fuse=fuse)
+                    model = build_probe_model(cls, size=size, task=task, device=device, seed=seed, fuse=fuse,
+                                              arch=arch)
                 except Exception as e:  # noqa: BLE001 - recorded as an error row (documented above)
                     logger.warning("parity: cannot build %s-%s (%s): %s", name, size, task, e)
                     rows += [{**base, "dtype": d, "result": "error", "error": f"build: {type(e).__name__}: {e}"}
@@ -333,9 +345,17 @@ def render_markdown(doc: dict[str, Any]) -> str:
             notes = (notes + "; " if notes else "") + "seam: " + " > ".join(
                 s["name"] + ("" if s["captured"] else " (eager)") for s in r["stages"])
         inp = f"{r.get('batch', st.get('batch'))}x{r.get('imgsz', st.get('imgsz'))}"
-        lines.append(f"| {r['family']} | {r['task']} | {r['size']} | {inp} | {r['dtype']} | **{r['result']}** | "
+        size = r["size"] + "".join(f" ({k}={v})" for k, v in sorted((r.get("arch") or {}).items()))
+        lines.append(f"| {r['family']} | {r['task']} | {size} | {inp} | {r['dtype']} | **{r['result']}** | "
                      f"{cell(0)} | {cell(1)} | {r.get('capture_ms', '-')} | {r.get('commit', env['commit'])} | {notes} |")
     return "\n".join(lines) + "\n"
+
+
+def row_key(r: dict[str, Any]) -> tuple:
+    """What makes a prediction-matrix row unique: family, task, size, dtype and the architecture
+    variant (``arch``; none for the default architecture)."""
+    arch = tuple(sorted((r.get("arch") or {}).items()))
+    return (r["family"], r["task"], r["size"], r["dtype"], arch)
 
 
 def merge_rows(docs: list[dict[str, Any]], *, key: Callable[[dict[str, Any]], tuple]) -> list[dict[str, Any]]:

@@ -88,3 +88,27 @@ def test_write_matrix_writes_strict_json_and_a_table(tmp_path):
     md = (tmp_path / "m.md").read_text()
     assert "| tiny | detect | n | 1x64 | float32 | **pass** | equal | differs (nan) |" in md
     assert render_markdown(doc).count("\n| tiny") == 1
+
+
+def test_an_architecture_variant_gets_rows_of_its_own():
+    """The yolo9 head of Ultralytics checkpoints (box_groups=1) is probed as its own rows: built
+    through set_arch with seeded weights, keyed apart from the default head, labelled in the table."""
+    from libreyolo.graphs.parity import build_probe_model, row_key
+    from libreyolo.models.yolo9.family import YOLO9
+
+    a = build_probe_model(YOLO9, size="t", task="detect", device="cpu", seed=0, fuse=False, arch={"box_groups": 1})
+    b = build_probe_model(YOLO9, size="t", task="detect", device="cpu", seed=0, fuse=False, arch={"box_groups": 1})
+    base = build_probe_model(YOLO9, size="t", task="detect", device="cpu", seed=0, fuse=False)
+    assert a.arch == {"box_groups": 1} and base.arch == {}
+    sa, sb = a.net.state_dict(), b.net.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)  # seeded: the same variant twice
+    assert set(sa) != set(base.net.state_dict()) or any(
+        sa[k].shape != v.shape for k, v in base.net.state_dict().items() if k in sa)
+    row = {"family": "yolo9", "task": "detect", "size": "t", "dtype": "float16", "result": "pass"}
+    assert row_key({**row, "arch": {"box_groups": 1}}) != row_key(row)
+    doc = {"environment": {"gpu": "g", "torch": "t", "cuda": "c", "cudnn": 1, "date": "d", "commit": "x"},
+           "settings": {"batch": 1, "imgsz": 64, "seed": 0, "fuse": True, "probes": ["uniform", "image"]},
+           "rows": [{**row, "arch": {"box_groups": 1}, "probes": {}}]}
+    assert "| t (box_groups=1) |" in render_markdown(doc)
+    with pytest.raises(ValueError, match="no architecture options"):
+        build_probe_model(TinyFamily, size="n", task="detect", device="cpu", seed=0, arch={"box_groups": 1})
