@@ -35,6 +35,9 @@ from libreyolo.ops.boxes import (
 from libreyolo.trackers.matching import box_iou as tracker_box_iou
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# CUDA runs the same comparisons on the GPU (elementwise kernels, same formulas): tests/gpu-style skip
+DEVICES = ("cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                               reason="needs a CUDA GPU (none present)")))
 _INT = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16,
         torch.float64: torch.int64}
 
@@ -165,7 +168,7 @@ def _grads(fn, *inputs, seed: int = 0):
     out = fn(*leaves)
     outs = out if isinstance(out, tuple) else (out,)
     g = torch.Generator().manual_seed(seed)
-    loss = sum((o * torch.randn(o.shape, generator=g).to(o.dtype)).sum() for o in outs)
+    loss = sum((o * torch.randn(o.shape, generator=g).to(o.device, o.dtype)).sum() for o in outs)
     loss.backward()
     return tuple(o.detach() for o in outs), tuple(x.grad for x in leaves)
 
@@ -181,8 +184,9 @@ def _same_with_grads(new_fn, old_fn, *inputs, grad_nan_payload: bool = True) -> 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_conversions_bitwise(dtype, seed) -> None:
-    b = _boxes(64, seed).to(dtype)
+@pytest.mark.parametrize("device", DEVICES)
+def test_conversions_bitwise(dtype, seed, device) -> None:
+    b = _boxes(64, seed).to(device, dtype)
     _same_with_grads(xyxy_to_xywh, old_xyxy_to_xywh, b)
     _same_with_grads(xywh_to_xyxy, old_xywh_to_xyxy, b)
     batched = b.view(4, 16, 4)  # [..., 4]
@@ -192,50 +196,55 @@ def test_conversions_bitwise(dtype, seed) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_box_iou_bitwise(dtype, seed) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_box_iou_bitwise(dtype, seed, device) -> None:
     """Forward bit for bit. Gradients too, except the sign bit of NaN gradients (float16 areas
     that overflow to inf): the old formula built the intersection before the areas, so autograd
     sums a box's two gradient contributions in the other order, and NaN + NaN keeps the first
     operand's sign. Every finite gradient is equal (x + y == y + x). The one call site, YOLOv7's
     ``ota_assign``, runs under ``no_grad``."""
-    a, b = (t.to(dtype) for t in _pair(40, 30, seed))
+    a, b = (t.to(device, dtype) for t in _pair(40, 30, seed))
     loose = dict(grad_nan_payload=False)
     _same_with_grads(box_iou, old_box_iou, a, b, **loose)
     _same_with_grads(lambda x, y: box_iou(x, y, eps=1e-6), lambda x, y: old_box_iou(x, y, eps=1e-6), a, b, **loose)
     _same_with_grads(box_iou, old_box_iou, a, a, **loose)  # identical sets: the diagonal is the eps path
-    finite = _pair(40, 30, seed)[0][:6].to(dtype)  # no overflow: the gradients are bitwise equal
+    finite = _pair(40, 30, seed)[0][:6].to(device, dtype)  # no overflow: the gradients are bitwise equal
     _same_with_grads(box_iou, old_box_iou, finite, finite.flip(0))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_generalized_box_iou_bitwise(dtype, seed) -> None:
-    a, b = (t.to(dtype) for t in _pair(40, 30, seed))
+@pytest.mark.parametrize("device", DEVICES)
+def test_generalized_box_iou_bitwise(dtype, seed, device) -> None:
+    a, b = (t.to(device, dtype) for t in _pair(40, 30, seed))
     _same_with_grads(generalized_box_iou, old_generalized_box_iou, a, b)
     _same_with_grads(generalized_box_iou, old_generalized_box_iou, b, b)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_bbox_giou_bitwise(dtype, seed) -> None:
-    a, b = (t.to(dtype) for t in _pair(32, 32, seed))
+@pytest.mark.parametrize("device", DEVICES)
+def test_bbox_giou_bitwise(dtype, seed, device) -> None:
+    a, b = (t.to(device, dtype) for t in _pair(32, 32, seed))
     _same_with_grads(bbox_giou, old_aligned_giou, a, b)
     _same_with_grads(bbox_giou, old_aligned_giou, a, a)  # all identical: iou ~ 1, hull = union
     # the DETR losses' call: boxes in normalised cxcywh converted on the way in
-    c, t = (torch.rand(32, 4, generator=torch.Generator().manual_seed(seed + k)).to(dtype) for k in (7, 8))
+    c, t = (torch.rand(32, 4, generator=torch.Generator().manual_seed(seed + k)).to(device, dtype) for k in (7, 8))
     _same_with_grads(lambda x, y: bbox_giou(xywh_to_xyxy(x), xywh_to_xyxy(y)),
                      lambda x, y: old_aligned_giou(old_xywh_to_xyxy(x), old_xywh_to_xyxy(y)), c, t)
 
 
-def test_giou_zero_area_rows_bitwise() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_giou_zero_area_rows_bitwise(device) -> None:
     """A whole batch of degenerate pairs (prod's backward takes its zero-safe branch)."""
     z = torch.zeros(6, 4)
     p = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 2.0, 0.0], [3.0, 3.0, 1.0, 1.0],
                       [0.0, 0.0, 1.0, 1.0], [1.0, 0.0, 2.0, 1.0], [5.0, 5.0, 5.0, 9.0]])
     for dtype in DTYPES:
-        _same_with_grads(bbox_giou, old_aligned_giou, z.to(dtype), p.to(dtype))
-        _same_with_grads(generalized_box_iou, old_generalized_box_iou, z.to(dtype), p.to(dtype))
-        _same_with_grads(box_iou, old_box_iou, p.to(dtype), p.to(dtype))
+        zd, pd = z.to(device, dtype), p.to(device, dtype)
+        _same_with_grads(bbox_giou, old_aligned_giou, zd, pd)
+        _same_with_grads(generalized_box_iou, old_generalized_box_iou, zd, pd)
+        _same_with_grads(box_iou, old_box_iou, pd, pd)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
