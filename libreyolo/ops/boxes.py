@@ -1,7 +1,13 @@
-"""Box conversions and IoU.
+"""Box conversions and IoU: the one set the families, the metrics and the trackers import.
 
 Conventions: ``xyxy`` = (x1, y1, x2, y2) corners, ``xywh`` = (cx, cy, w, h) centre and size;
-pixels unless the name ends in ``n`` (normalised by image width/height).
+pixels unless the name ends in ``n`` (normalised by image width/height). ``box_*`` are pairwise
+(Tensor[N, 4] x Tensor[M, 4] -> Tensor[N, M]); ``bbox_*`` are element-wise over broadcast
+Tensor[..., 4]. The conversions are torchvision's ``box_convert``; the IoUs are ours (torchvision's
+``box_iou`` / ``generalized_box_iou`` have no eps and do not clamp the areas, so their numbers
+differ). ``tests/unit/ops/test_box_ops_consolidated.py`` proves each equal, bit for bit, to the
+formula it replaced. IoU variants whose arithmetic differs (RTMDet's and YOLOX's clamped unions)
+stay with their losses: see docs/STATUS.md "Known problems".
 """
 
 from __future__ import annotations
@@ -11,28 +17,59 @@ import math
 import numpy as np
 import torch
 from torch import Tensor
+from torchvision.ops import box_convert
 
 
 def xyxy_to_xywh(boxes: Tensor) -> Tensor:
     """boxes (Tensor[..., 4]) xyxy -> (Tensor[..., 4]) cx, cy, w, h."""
-    x1, y1, x2, y2 = boxes.unbind(-1)
-    return torch.stack(((x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1), dim=-1)
+    return box_convert(boxes, "xyxy", "cxcywh")
 
 
 def xywh_to_xyxy(boxes: Tensor) -> Tensor:
     """boxes (Tensor[..., 4]) cx, cy, w, h -> (Tensor[..., 4]) xyxy."""
-    cx, cy, w, h = boxes.unbind(-1)
-    return torch.stack((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), dim=-1)
+    return box_convert(boxes, "cxcywh", "xyxy")
+
+
+def _inter_union(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """a, b (Tensor[..., 4]) xyxy, broadcast -> (intersection, union) areas (Tensor[...]); a box's
+    area is clamped at 0 (an inverted box has none)."""
+    area_a = (a[..., 2:] - a[..., :2]).clamp(min=0).prod(-1)
+    area_b = (b[..., 2:] - b[..., :2]).clamp(min=0).prod(-1)
+    inter = (torch.minimum(a[..., 2:], b[..., 2:]) - torch.maximum(a[..., :2], b[..., :2])).clamp(min=0).prod(-1)
+    return inter, area_a + area_b - inter
 
 
 def box_iou(a: Tensor, b: Tensor, eps: float = 1e-7) -> Tensor:
     """Pairwise IoU. a (Tensor[N, 4]) xyxy, b (Tensor[M, 4]) xyxy -> (Tensor[N, M])."""
-    lt = torch.maximum(a[:, None, :2], b[None, :, :2])
-    rb = torch.minimum(a[:, None, 2:], b[None, :, 2:])
-    inter = (rb - lt).clamp(min=0).prod(-1)
-    area_a = (a[:, 2:] - a[:, :2]).clamp(min=0).prod(-1)
-    area_b = (b[:, 2:] - b[:, :2]).clamp(min=0).prod(-1)
-    return inter / (area_a[:, None] + area_b[None, :] - inter + eps)
+    inter, union = _inter_union(a[:, None], b[None])
+    return inter / (union + eps)
+
+
+def bbox_giou(a: Tensor, b: Tensor, eps: float = 1e-7) -> tuple[Tensor, Tensor]:
+    """Element-wise (IoU, GIoU) of aligned boxes. a, b (Tensor[..., 4]) xyxy, broadcast -> two
+    Tensor[...]; GIoU in [-1, 1]."""
+    inter, union = _inter_union(a, b)
+    iou = inter / (union + eps)
+    hull = (torch.maximum(a[..., 2:], b[..., 2:]) - torch.minimum(a[..., :2], b[..., :2])).clamp(min=0).prod(-1)
+    return iou, iou - (hull - union) / (hull + eps)
+
+
+def generalized_box_iou(a: Tensor, b: Tensor, eps: float = 1e-7) -> Tensor:
+    """Pairwise generalized IoU. a (Tensor[N, 4]) xyxy, b (Tensor[M, 4]) xyxy -> Tensor[N, M]
+    in [-1, 1]."""
+    return bbox_giou(a[:, None], b[None], eps)[1]
+
+
+def box_iou_np(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pairwise IoU in numpy, in the dtype of the inputs; 0 where the union is empty.
+    a (ndarray[N, 4]) xyxy, b (ndarray[M, 4]) xyxy -> (ndarray[N, M])."""
+    lt = np.maximum(a[:, None, :2], b[None, :, :2])
+    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.clip(rb - lt, 0, None).prod(-1)
+    area_a = np.clip(a[:, 2:] - a[:, :2], 0, None).prod(-1)
+    area_b = np.clip(b[:, 2:] - b[:, :2], 0, None).prod(-1)
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
 
 
 def bbox_ciou(a: Tensor, b: Tensor, eps: float = 1e-7) -> Tensor:

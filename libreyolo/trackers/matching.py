@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops.boxes import box_iou_np
+
 
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of every box of ``a`` (N, 4) with every box of ``b`` (M, 4), xyxy -> (N, M)."""
+    """IoU of every box of ``a`` (N, 4) with every box of ``b`` (M, 4), xyxy -> (N, M), in float64
+    (:func:`libreyolo.ops.boxes.box_iou_np`)."""
     a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
     if len(a) == 0 or len(b) == 0:
         return np.zeros((len(a), len(b)))
-    lt = np.maximum(a[:, None, :2], b[None, :, :2])
-    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    inter = np.clip(rb - lt, 0, None).prod(axis=2)
-    area_a = np.clip(a[:, 2:] - a[:, :2], 0, None).prod(axis=1)
-    area_b = np.clip(b[:, 2:] - b[:, :2], 0, None).prod(axis=1)
-    union = area_a[:, None] + area_b[None, :] - inter
-    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+    return box_iou_np(a, b)
 
 
 def iou_cost(tracks_xyxy: np.ndarray, dets_xyxy: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:

@@ -138,26 +138,3 @@ class PosAttention(nn.Module):
         else:
             out = attention_equation(q, k, v, scale=self.scale, bias=bias, dropout_p=drop)
         return self.out_proj(out.transpose(1, 2).reshape(b, n, d))
-
-
-def generalized_box_iou(a: Tensor, b: Tensor, eps: float = 1e-7) -> Tensor:
-    """Pairwise generalized IoU. a (Tensor[N, 4]) xyxy, b (Tensor[M, 4]) xyxy -> Tensor[N, M]
-    in [-1, 1]."""
-    area_a = (a[:, 2:] - a[:, :2]).clamp(min=0).prod(-1)
-    area_b = (b[:, 2:] - b[:, :2]).clamp(min=0).prod(-1)
-    inter = (torch.minimum(a[:, None, 2:], b[None, :, 2:]) - torch.maximum(a[:, None, :2], b[None, :, :2])).clamp(min=0).prod(-1)
-    union = area_a[:, None] + area_b[None, :] - inter
-    iou = inter / (union + eps)
-    hull = (torch.maximum(a[:, None, 2:], b[None, :, 2:]) - torch.minimum(a[:, None, :2], b[None, :, :2])).clamp(min=0).prod(-1)
-    return iou - (hull - union) / (hull + eps)
-
-
-def aligned_giou(a: Tensor, b: Tensor, eps: float = 1e-7) -> tuple[Tensor, Tensor]:
-    """Element-wise (IoU, GIoU) of aligned boxes. a, b (Tensor[N, 4]) xyxy -> two Tensor[N]."""
-    area_a = (a[:, 2:] - a[:, :2]).clamp(min=0).prod(-1)
-    area_b = (b[:, 2:] - b[:, :2]).clamp(min=0).prod(-1)
-    inter = (torch.minimum(a[:, 2:], b[:, 2:]) - torch.maximum(a[:, :2], b[:, :2])).clamp(min=0).prod(-1)
-    union = area_a + area_b - inter
-    iou = inter / (union + eps)
-    hull = (torch.maximum(a[:, 2:], b[:, 2:]) - torch.minimum(a[:, :2], b[:, :2])).clamp(min=0).prod(-1)
-    return iou, iou - (hull - union) / (hull + eps)

@@ -33,8 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...ops.boxes import xywh_to_xyxy
-from .common import aligned_giou
+from ...ops.boxes import bbox_giou, xywh_to_xyxy
 from .dfine_decoder import FDRTrainOutput
 from .fdr import box_to_distance
 from .hungarian import HungarianMatcher
@@ -122,7 +121,7 @@ class DFineCriterion:
         onehot = torch.zeros_like(logits)
         iou_map = torch.zeros_like(logits)
         if src.numel():
-            iou, _ = aligned_giou(xywh_to_xyxy(pred_boxes.float()[b_idx, src]), xywh_to_xyxy(tgt))
+            iou, _ = bbox_giou(xywh_to_xyxy(pred_boxes.float()[b_idx, src]), xywh_to_xyxy(tgt))
             onehot[b_idx, src, lab] = 1.0
             iou_map[b_idx, src, lab] = iou.detach().clamp(min=0)
         if c.cls == "mal":
@@ -141,7 +140,7 @@ class DFineCriterion:
             zero = pred_boxes.sum() * 0.0
             return zero, zero
         matched = pred_boxes[b_idx, src]
-        _, giou = aligned_giou(xywh_to_xyxy(matched), xywh_to_xyxy(tgt))
+        _, giou = bbox_giou(xywh_to_xyxy(matched), xywh_to_xyxy(tgt))
         return (matched - tgt).abs().sum() / num_boxes, (1.0 - giou).sum() / num_boxes
 
     def local_loss(self, corners: Tensor, refs: Tensor, pred_boxes: Tensor, labels: list[Tensor],
@@ -156,7 +155,7 @@ class DFineCriterion:
         b_idx, src, _, tgt = _gather(pairs, labels, boxes, corners.device)
         zero = corners.sum() * 0.0
         if src.numel():
-            iou, _ = aligned_giou(xywh_to_xyxy(pred_boxes.float()[b_idx, src]), xywh_to_xyxy(tgt))
+            iou, _ = bbox_giou(xywh_to_xyxy(pred_boxes.float()[b_idx, src]), xywh_to_xyxy(tgt))
             iou = iou.detach().clamp(min=0)
             key = "fgl_dn" if is_dn else "fgl"
             if key not in state:

@@ -15,8 +15,7 @@ import torch
 from torch import Tensor
 
 from ...errors import ConfigError
-from ...ops.boxes import xywh_to_xyxy
-from .common import generalized_box_iou
+from ...ops.boxes import generalized_box_iou, xywh_to_xyxy
 
 
 def linear_sum_assignment(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

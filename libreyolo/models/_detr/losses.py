@@ -24,8 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...ops.boxes import xywh_to_xyxy
-from .common import aligned_giou
+from ...ops.boxes import bbox_giou, xywh_to_xyxy
 from .decoder import DecoderTrainOutput
 from .hungarian import HungarianMatcher
 
@@ -97,7 +96,7 @@ class DETRCriterion:
         score = torch.zeros_like(logits)
         if src.numel():
             matched = pred_boxes[b_idx, src]  # (M, 4)
-            iou, giou = aligned_giou(xywh_to_xyxy(matched), xywh_to_xyxy(tgt_box))
+            iou, giou = bbox_giou(xywh_to_xyxy(matched), xywh_to_xyxy(tgt_box))
             onehot[b_idx, src, tgt_lab] = 1.0
             score[b_idx, src, tgt_lab] = iou.detach().clamp(min=0).to(score.dtype)
             l1 = (matched - tgt_box).abs().sum() / num_boxes

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...ops.anchors import flatten_levels
+from ...ops.boxes import xywh_to_xyxy
 from .postprocess import decode_boxes, grid_points
 
 EPS = 1e-7
@@ -188,9 +189,8 @@ def build_targets(batch: dict[str, Tensor], *, batch_size: int, img_hw: tuple[in
         idx, cls, boxes = idx[order], cls[order], boxes[order]
         slot = torch.arange(n, device=device) - (torch.cumsum(counts, 0) - counts)[idx]
         h, w = img_hw
-        cx, cy, bw, bh = (boxes * torch.tensor([w, h, w, h], dtype=torch.float32, device=device)).unbind(-1)
         labels[idx, slot] = cls
-        out[idx, slot] = torch.stack((cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2), -1)
+        out[idx, slot] = xywh_to_xyxy(boxes * torch.tensor([w, h, w, h], dtype=torch.float32, device=device))
         mask[idx, slot] = True
     return labels, out, mask
 

@@ -17,19 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...ops.boxes import box_iou_np
+
 IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)
 RECALL_POINTS = np.linspace(0.0, 1.0, 101)
-
-
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a (ndarray[N, 4]) xyxy, b (ndarray[M, 4]) xyxy -> IoU (ndarray[N, M])."""
-    lt = np.maximum(a[:, None, :2], b[None, :, :2])
-    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    inter = np.clip(rb - lt, 0, None).prod(-1)
-    area_a = np.clip(a[:, 2:] - a[:, :2], 0, None).prod(-1)
-    area_b = np.clip(b[:, 2:] - b[:, :2], 0, None).prod(-1)
-    union = area_a[:, None] + area_b[None, :] - inter
-    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
 
 
 def match_image(pred_boxes: np.ndarray, pred_scores: np.ndarray, pred_cls: np.ndarray, gt_boxes: np.ndarray,
@@ -50,7 +41,7 @@ def match_image(pred_boxes: np.ndarray, pred_scores: np.ndarray, pred_cls: np.nd
         gi = np.nonzero(gt_cls == c)[0]
         if len(gi) == 0:
             continue
-        ious = iou_matrix(boxes[di], gt_boxes[gi])
+        ious = box_iou_np(boxes[di], gt_boxes[gi])
         best = ious.max(1)
         for t, thr in enumerate(iou_thresholds):
             taken = np.zeros(len(gi), dtype=bool)
@@ -173,7 +164,7 @@ def confusion_matrix(images: list[dict[str, np.ndarray]], nc: int, *, conf: floa
         gb, gc = np.asarray(im["gt"], float).reshape(-1, 4), np.asarray(im["gt_cls"], int)
         used_p, used_g = np.zeros(len(pb), bool), np.zeros(len(gb), bool)
         if len(pb) and len(gb):
-            ious = iou_matrix(pb, gb)
+            ious = box_iou_np(pb, gb)
             pi, gi = np.nonzero(ious >= iou)
             for k in np.argsort(-ious[pi, gi], kind="stable"):
                 p, g = pi[k], gi[k]

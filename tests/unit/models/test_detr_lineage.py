@@ -12,14 +12,14 @@ import torch
 from libreyolo.kernels import registry
 from libreyolo.kernels.attention import MS_DEFORM_ATTN
 from libreyolo.layers.msda import ms_deform_attn_portable
-from libreyolo.models._detr.common import PosAttention, aligned_giou, generalized_box_iou, sincos_2d
+from libreyolo.models._detr.common import PosAttention, sincos_2d
 from libreyolo.models._detr.decoder import DETRDecoder
 from libreyolo.models._detr.denoising import build_denoising_group
 from libreyolo.models._detr.hungarian import HungarianMatcher, linear_sum_assignment
 from libreyolo.models._detr.hybrid_encoder import HybridEncoder
 from libreyolo.models._detr.losses import DETRCriterion
 from libreyolo.models._detr.resnet_vd import ResNetVd
-from libreyolo.ops.boxes import xywh_to_xyxy
+from libreyolo.ops.boxes import bbox_giou, generalized_box_iou, xywh_to_xyxy
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +88,7 @@ def test_giou_values() -> None:
     assert g[0].item() == pytest.approx(1.0, abs=1e-6)
     assert g[1].item() == pytest.approx(0.0 - (12 - 8) / 12, abs=1e-6)  # disjoint: negative
     assert g[2].item() == pytest.approx(2 / 6, abs=1e-6)
-    iou, giou = aligned_giou(a.expand(3, 4), b)
+    iou, giou = bbox_giou(a.expand(3, 4), b)
     assert torch.allclose(giou, g) and iou[2].item() == pytest.approx(2 / 6, abs=1e-6)
 
 
