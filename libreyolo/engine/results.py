@@ -328,12 +328,16 @@ class Results:
 
         return crop_boxes(self)
 
-    def save_crop(self, save_dir: str | Path, *, file_name: str | None = None) -> list[Path]:
+    def save_crop(self, save_dir: str | Path, *, file_name: str | Path | None = None) -> list[Path]:
         """Write each detection's crop as ``save_dir/<class name>/<file_name>.jpg`` (``_2``,
-        ``_3``... when a name is taken; ``file_name`` defaults to the source stem or ``image``).
-        Returns the files written."""
+        ``_3``... when a name is taken; ``file_name`` defaults to the source stem or ``image``;
+        an image suffix on it is dropped, so ``file_name="bus.jpg"`` writes ``bus.jpg``, not
+        ``bus.jpg.jpg``). Returns the files written."""
         from .results_io import write_crops
 
+        if file_name is not None:
+            given = Path(file_name)
+            file_name = str(given.with_suffix("") if given.suffix.lower() in WRITABLE_SUFFIXES else given)
         stem = file_name or (Path(self.path).stem if self.path is not None else "image")
         if self.frame is not None and file_name is None:
             stem = f"{stem}_{self.frame:06d}"

@@ -150,6 +150,14 @@ def test_save_crop_writes_each_box_under_its_class_name(tmp_path: Path) -> None:
     assert again[0].name == "street_3.jpg"  # never overwrites an earlier crop
 
 
+
+def test_save_crop_file_name_may_carry_an_image_suffix(tmp_path: Path) -> None:
+    r = _result()
+    assert [f.relative_to(tmp_path).as_posix() for f in r.save_crop(tmp_path, file_name=Path("cut.jpg"))] == [
+        "circle/cut.jpg", "square/cut.jpg"]  # Ultralytics' calling style; not cut.jpg.jpg
+    assert r[:1].save_crop(tmp_path, file_name="cut.PNG")[0].name == "cut_2.jpg"  # crops are always .jpg
+    assert r[:1].save_crop(tmp_path, file_name="v1.2")[0].name == "v1.2.jpg"  # not an image suffix: kept
+
 def test_plot_colours_tracked_boxes_by_id_and_labels_them() -> None:
     plain = Results(orig_img=np.zeros((H, W, 3), np.uint8), names=NAMES, boxes=ROWS.clone())
     tracked = plain.new().update(boxes=Boxes(ROWS, (H, W), id=torch.tensor([7, 11])))
