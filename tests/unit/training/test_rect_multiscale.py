@@ -189,3 +189,46 @@ def test_classifier_refuses_rect(tmp_path) -> None:
 
     with pytest.raises(ConfigError, match="rect=True is for detection"):
         ClassifyTask().check_train_options(TrainConfig.from_overrides({"rect": True}))
+
+
+@pytest.fixture(scope="module")
+def stretched_shapes(tiny_shapes, tmp_path_factory) -> Path:
+    """The tiny shapes dataset with its images stretched to mixed aspect ratios (normalised labels
+    stay right under a stretch): wide, tall and square images."""
+    import shutil
+
+    import cv2
+
+    root = tmp_path_factory.mktemp("stretched") / "ds"
+    shutil.copytree(Path(tiny_shapes).parent, root)
+    sizes = [(32, 64), (28, 64), (64, 32), (64, 30), (64, 64), (60, 64), (32, 64), (64, 32)]
+    for k, img in enumerate(sorted((root / "images").rglob("*.jpg"))):
+        h, w = sizes[k % len(sizes)]
+        cv2.imwrite(str(img), cv2.resize(cv2.imread(str(img)), (w, h)))
+    for cache in root.rglob("*.cache"):
+        cache.unlink()
+    text = (root / "data.yaml").read_text().replace(str(Path(tiny_shapes).parent), str(root))
+    (root / "data.yaml").write_text(text)
+    return root / "data.yaml"
+
+
+def test_rect_end_to_end_on_mixed_aspect_images(stretched_shapes, tmp_path, monkeypatch) -> None:
+    seen: list[tuple[int, int]] = []
+    orig = Trainer._forward
+
+    def spy(self, imgs):
+        seen.append((int(imgs.shape[-2]), int(imgs.shape[-1])))
+        return orig(self, imgs)
+
+    monkeypatch.setattr(Trainer, "_forward", spy)
+    t = Trainer(Model(YOLO9(size="t", nc=6)),
+                TrainConfig.from_overrides(tiny_overrides(stretched_shapes, tmp_path, epochs=2, rect=True, batch=2,
+                                                          nbs=2, plots=True)))
+    out = t.fit()
+    run = Path(out["save_dir"])
+    assert [r["epoch"] for r in _rows(run)] == ["1", "2"] and (run / "train_batch0.png").is_file()
+    shapes = {tuple(s) for s in t.data.train_ds.batch_shapes.tolist()}
+    assert len(shapes) > 1 and set(seen) == shapes  # rectangular, and exactly the batch shapes
+    assert all(max(s) == 64 and s[0] % 32 == 0 and s[1] % 32 == 0 for s in seen)
+    assert len(seen) == 2 * 4  # 8 images in batches of 2, each once per epoch
+    assert np.isfinite(out["fitness"])
