@@ -65,7 +65,9 @@ class MultiScale:
 
     Example:
         >>> ms = MultiScale(imgsz=640, fraction=0.5, seed=0)
-        >>> imgs = ms(imgs, epoch=0, i=3)  # doctest: +SKIP  # Tensor[B, 3, s, s], s in ms.buckets
+        >>> ms.size(epoch=0, i=3) in ms.buckets
+        True
+        >>> imgs = ms(imgs, epoch=0, i=3)  # doctest: +SKIP
     """
 
     def __init__(self, *, imgsz: int, fraction: float, seed: int, stride: int = 32) -> None:

@@ -232,3 +232,15 @@ def test_rect_end_to_end_on_mixed_aspect_images(stretched_shapes, tmp_path, monk
     assert all(max(s) == 64 and s[0] % 32 == 0 and s[1] % 32 == 0 for s in seen)
     assert len(seen) == 2 * 4  # 8 images in batches of 2, each once per epoch
     assert np.isfinite(out["fitness"])
+
+
+def test_ddp_two_cpu_processes_with_rect_and_multi_scale(stretched_shapes, tmp_path, monkeypatch) -> None:
+    """Real torchrun launch (2 gloo processes): the rect batches are split over the ranks, both pick
+    the same size per step, the run finishes and the replicas agree."""
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    result = Model(YOLO9(size="t", nc=6)).train(**tiny_overrides(stretched_shapes, tmp_path, epochs=1, batch=4,
+                                                                 rect=True, multi_scale=0.5, world_size=2))
+    assert result["world_size"] == 2 and len(set(result["rank_digests"])) == 1
+    assert [r["epoch"] for r in _rows(Path(result["save_dir"]))] == ["1"]
