@@ -17,6 +17,9 @@ affine into ``imgsz x imgsz``, HSV jitter and flips. Validation items: letterbox
 ``imgsz x imgsz``, or with ``rect=True`` to the smallest multiple of 32 holding the image
 resized to a long side of ``imgsz`` (images are then ordered by aspect ratio, so that
 consecutive items have similar shapes; :func:`collate_detection` pads a batch to its largest).
+Rectangular training (``rect=True, augment=True``): no mosaic; each image is letterboxed to its
+batch's shape (:meth:`DetectionDataset.set_batch_shapes`, :mod:`libreyolo.data.batching`), or
+its own rect shape before that is set, then the random affine into that shape, HSV and flips.
 
 Augmentation is a pure function of ``(seed, epoch, index)``. ``epoch``, ``seed`` and the
 mosaic switch live in a small shared-memory tensor, so :meth:`set_epoch` and
@@ -57,7 +60,8 @@ class DetectionDataset(Dataset):
         augment: training augmentation (True) or plain letterbox (False).
         hyp: augmentation settings, default :class:`AugmentConfig` (ignored when not augmenting).
         nc: number of classes; label class ids must lie in ``[0, nc)``.
-        rect: validation only: per-image rectangular letterbox, images sorted by aspect ratio.
+        rect: images sorted by aspect ratio, rectangular letterbox (per image, or per batch after
+            :meth:`set_batch_shapes`); with ``augment`` there is no mosaic.
         cache_dir: folder for the label cache; default next to the labels folder.
         single_cls: every label becomes class 0 (the cache keeps the original ids).
         prefix: prepended to log messages (e.g. ``"train: "``).
@@ -97,8 +101,6 @@ class DetectionDataset(Dataset):
         self.nc = nc
         self.rect = bool(rect)
         self.prefix = prefix
-        if self.rect and self.augment:
-            logger.warning("%srect=True is for validation; training items stay square", prefix)
         index = labels if labels is not None else scan_labels(
             files, nc=nc, cache_path=default_cache_path(files, cache_dir=cache_dir), prefix=prefix)
         self.im_files: list[str] = index.im_files
@@ -111,6 +113,7 @@ class DetectionDataset(Dataset):
             self.im_files = [self.im_files[i] for i in order]
             self.shapes = self.shapes[order]
             self.labels = [self.labels[i] for i in order]
+        self.batch_shapes: np.ndarray | None = None  # rect: (H, W) per item of its batch (set_batch_shapes)
         self._state = torch.zeros(3, dtype=torch.int64).share_memory_()
         self._state[_MOSAIC] = 1
         self._ram: list[tuple[np.ndarray, tuple[int, int], float]] | None = None
@@ -142,6 +145,25 @@ class DetectionDataset(Dataset):
         logger.info("%scached %d images in memory (%.2f GB)", self.prefix, len(loaded), need / 1e9)
         return True
 
+    def set_batch_shapes(self, batch: int) -> np.ndarray:
+        """``rect``: letterbox every item to the shape of its chunk of ``batch`` consecutive items
+        (:func:`~libreyolo.data.batching.rect_batch_shapes`); call before the loader's workers start."""
+        from .batching import rect_batch_shapes
+
+        if not self.rect:
+            raise ConfigError("set_batch_shapes needs a rect=True dataset (images sorted by aspect ratio)")
+        self.batch_shapes = rect_batch_shapes(self.shapes, imgsz=self.imgsz, batch=batch, stride=self.stride)
+        return self.batch_shapes
+
+    def out_shape(self, i: int) -> tuple[int, int]:
+        """(H, W) item ``i`` is letterboxed to: its batch's shape, its own rect shape, or square."""
+        if not self.rect:
+            return (self.imgsz, self.imgsz)
+        if self.batch_shapes is not None:
+            h, w = self.batch_shapes[i]
+            return (int(h), int(w))
+        return self.rect_shape(i)
+
     # ---- shared state ------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """Seed augmentation for ``epoch`` (also in persistent workers). Call before iterating."""
@@ -163,7 +185,7 @@ class DetectionDataset(Dataset):
 
     @property
     def mosaic_enabled(self) -> bool:
-        return bool(self._state[_MOSAIC]) and self.augment and self.hyp.mosaic > 0
+        return bool(self._state[_MOSAIC]) and self.augment and self.hyp.mosaic > 0 and not self.rect
 
     def _rng(self, index: int) -> np.random.Generator:
         return np.random.default_rng([int(self._state[_SEED]), int(self._state[_EPOCH]), index])
@@ -218,8 +240,7 @@ class DetectionDataset(Dataset):
             img0 = self._read(i)
             h0, w0 = img0.shape[:2]
             boxes, cls = self._pixel_boxes(i, h0, w0)
-            out_shape = self.rect_shape(i) if self.rect else (self.imgsz, self.imgsz)
-            img, boxes, ratio, pad = letterbox_image(img0, boxes, out_shape)
+            img, boxes, ratio, pad = letterbox_image(img0, boxes, self.out_shape(i))
         else:
             img, boxes, cls, (h0, w0), ratio, pad = self._augmented(i)
         return _item(img, boxes, cls, self.im_files[i], (h0, w0), ratio, pad)
@@ -237,9 +258,10 @@ class DetectionDataset(Dataset):
                 img = (img.astype(np.float32) * r + img2.astype(np.float32) * (1.0 - r)).astype(np.uint8)
                 boxes, cls = np.concatenate([boxes, boxes2], 0), np.concatenate([cls, cls2], 0)
         else:
+            out = self.out_shape(i) if self.rect else (s, s)
             img, boxes, cls, ori, r = self._load_resized(i)
-            img, boxes, r2, pad = letterbox_image(img, boxes, (s, s))
-            img, boxes, cls = random_affine(img, boxes, cls, rng, out_shape=(s, s), hyp=hyp)
+            img, boxes, r2, pad = letterbox_image(img, boxes, out)
+            img, boxes, cls = random_affine(img, boxes, cls, rng, out_shape=out, hyp=hyp)
             ratio = r * r2
         img, boxes = photometric_and_flips(img, boxes, rng, hyp=hyp)
         return img, boxes, cls, ori, ratio, pad

@@ -71,7 +71,8 @@ def seed_worker(worker_id: int) -> None:
 
 def build_dataloader(ds: Any, *, batch: int, workers: int, shuffle: bool, seed: int,
                      pin_memory: bool = True, sampler: Sampler | None = None,
-                     drop_last: bool = False, collate_fn: Any = None) -> DataLoader:
+                     drop_last: bool = False, collate_fn: Any = None,
+                     batch_sampler: Sampler | None = None) -> DataLoader:
     """A DataLoader over a :class:`~libreyolo.data.dataset.DetectionDataset` with
     :func:`~libreyolo.data.dataset.collate_detection`.
 
@@ -80,7 +81,9 @@ def build_dataloader(ds: Any, *, batch: int, workers: int, shuffle: bool, seed: 
     replaces the built-in seeded one; then ``shuffle`` is the sampler's business and the
     caller sets epochs on it and on the dataset. ``collate_fn`` defaults to
     :func:`~libreyolo.data.dataset.collate_detection` (classification passes
-    :func:`~libreyolo.data.classify.collate_classify`).
+    :func:`~libreyolo.data.classify.collate_classify`). A ``batch_sampler`` (e.g. the
+    :class:`~libreyolo.data.batching.RectBatchSampler` of ``rect=True`` training) yields whole
+    batches of indices: ``batch``, ``shuffle``, ``sampler`` and ``drop_last`` are then its business.
 
     Example:
         >>> loader = build_dataloader(ds, batch=16, workers=4, shuffle=True, seed=0)
@@ -92,21 +95,16 @@ def build_dataloader(ds: Any, *, batch: int, workers: int, shuffle: bool, seed: 
             raise ConfigError(f"{key} must be an int >= {lo}, got {v!r}")
     if hasattr(ds, "set_seed"):
         ds.set_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    common: dict[str, Any] = dict(num_workers=workers, pin_memory=bool(pin_memory and torch.cuda.is_available()),
+                                  collate_fn=collate_fn or collate_detection,
+                                  worker_init_fn=seed_worker if workers > 0 else None,
+                                  persistent_workers=workers > 0, generator=generator)
+    if batch_sampler is not None:
+        return DataLoader(ds, batch_sampler=batch_sampler, **common)
     if sampler is None:
         sampler = EpochSampler(ds, shuffle=shuffle, seed=seed)
         if shuffle and getattr(ds, "rect", False):
             logger.warning("shuffle=True with a rect dataset mixes aspect ratios in a batch; "
                            "batches are padded to their largest image")
-    generator = torch.Generator().manual_seed(seed)
-    return DataLoader(
-        ds,
-        batch_size=batch,
-        sampler=sampler,
-        num_workers=workers,
-        pin_memory=bool(pin_memory and torch.cuda.is_available()),
-        drop_last=drop_last,
-        collate_fn=collate_fn or collate_detection,
-        worker_init_fn=seed_worker if workers > 0 else None,
-        persistent_workers=workers > 0,
-        generator=generator,
-    )
+    return DataLoader(ds, batch_size=batch, sampler=sampler, drop_last=drop_last, **common)

@@ -10,7 +10,9 @@ from it ``forward(imgs) -> preds`` (outputs whose backward runs the captured bac
 optionally ``maybe_capture(imgs)`` (called first), and ``zero_grad(optimizer)`` (in-place zeroing
 while a graph is live, SPEC T-7). A :class:`~libreyolo.errors.GraphCaptureError` escaping a hook
 turns capture off for the rest of the run with one warning (SPEC T-4); the optimiser step,
-clipping, EMA and schedule stay eager.
+clipping, EMA and schedule stay eager. With ``multi_scale`` the run trains at ``sizes`` fixed
+input sizes (:mod:`.scales`); the cap on captured graphs follows them (:func:`.scales.graph_cap`),
+so each size is captured once.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 
 def build_train_capture(model: Any, *, net: nn.Module, device: torch.device, amp_dtype: torch.dtype | None,
-                        distributed: bool) -> tuple[Any, Any]:
+                        distributed: bool, sizes: int = 1) -> tuple[Any, Any]:
     """(capture the loop replays or None, report for the run's result or None).
 
     The capture is a ``libreyolo.graphs.training.TrainGraphs`` when capture is enabled; the
@@ -36,7 +38,7 @@ def build_train_capture(model: Any, *, net: nn.Module, device: torch.device, amp
     happened. Without the graphs module both are None (one warning).
     """
     try:
-        from ..graphs.training import TrainGraphs, unsupported_reason
+        from ..graphs.training import MAX_TRAIN_GRAPHS, TrainGraphs, unsupported_reason
     except ImportError as e:
         logger.warning("training eager: cuda_graph=True ignored because training capture is unavailable (%s)", e)
         return None, None
@@ -47,7 +49,12 @@ def build_train_capture(model: Any, *, net: nn.Module, device: torch.device, amp
     # forward (e.g. a denoising decoder) runs inside its criterion, eager.
     stages = model.train_stages()
     target = stages[0].fn if stages and stages[0].capturable else net
-    capture = TrainGraphs(target, requested=True, amp_dtype=amp_dtype, reason=reason)  # logs one line
+    cap: dict[str, int] = {}
+    if sizes > 1:  # multi_scale: one graph per size (plus the partial last batch)
+        from .scales import graph_cap
+
+        cap["max_graphs"] = graph_cap(sizes, MAX_TRAIN_GRAPHS)
+    capture = TrainGraphs(target, requested=True, amp_dtype=amp_dtype, reason=reason, **cap)  # logs one line
     return (capture if capture.enabled else None), capture
 
 
@@ -67,10 +74,11 @@ class StepCapture:
         self.report: Any = None
 
     def enable(self, model: Any, *, net: nn.Module, device: torch.device, amp_dtype: torch.dtype | None,
-               distributed: bool) -> None:
-        """Set up capture of ``model``'s training trunk (or all of ``net``) for a ``cuda_graph=True`` run."""
+               distributed: bool, sizes: int = 1) -> None:
+        """Set up capture of ``model``'s training trunk (or all of ``net``) for a ``cuda_graph=True`` run
+        training at ``sizes`` input sizes (``multi_scale`` buckets; 1 otherwise)."""
         capture, report = build_train_capture(model, net=net, device=device, amp_dtype=amp_dtype,
-                                              distributed=distributed)
+                                              distributed=distributed, sizes=sizes)
         if report is not None:
             self.graphs = capture
             self.report = report

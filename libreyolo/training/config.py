@@ -71,6 +71,8 @@ class TrainConfig:
     wandb: bool = False
     verbose: bool = True
     cuda_graph: bool = False
+    rect: bool = False  # rectangular batches grouped by aspect ratio, no mosaic (libreyolo.data.batching)
+    multi_scale: float = 0.0  # fraction f: batches at a few sizes in [imgsz*(1-f), imgsz*(1+f)] (.scales)
     single_cls: bool = field(default=False, metadata={"help": "train as one class: every label becomes class 0, "
                                                       "the model gets a one-class head"})
     fraction: float = field(default=1.0, metadata={"help": "train on the first fraction (0, 1] of the training "
@@ -166,6 +168,9 @@ class TrainConfig:
             raise ConfigError(f"freeze must be an int >= 0 or module-name prefixes like 'stem1,p2', got {self.freeze!r}")
         if self.save_period == 0 or self.save_period < -1:
             raise ConfigError(f"save_period must be >= 1 (every N epochs) or -1 (off), got {self.save_period}")
+        if not 0 <= self.multi_scale < 1:
+            raise ConfigError(f"multi_scale must be 0 (off) or a fraction in (0, 1) of imgsz, e.g. 0.5 for sizes "
+                              f"in [imgsz*0.5, imgsz*1.5], got {self.multi_scale}")
         if self.imgsz % MAX_STRIDE:  # from_overrides rounds; a directly built config must be right
             raise ConfigError(f"imgsz must be a multiple of {MAX_STRIDE} (the largest stride), got {self.imgsz}")
 
@@ -266,6 +271,12 @@ TRAIN_HELP: dict[str, str] = {
     "mlflow": "log params, metrics and files to MLflow (when installed; MLFLOW_TRACKING_URI applies)",
     "wandb": "log config, metrics and files to Weights & Biases (when installed; WANDB_MODE applies)", "verbose": "progress bars and per-epoch lines",
     "cuda_graph": "capture and replay the training step as a CUDA graph (docs/cuda-graphs-training.md)",
+    "rect": "rectangular training batches: images sorted by aspect ratio, each batch letterboxed to the "
+            "smallest multiple of 32 holding its images at imgsz long side, batch order shuffled; turns "
+            "mosaic (and mixup) off; validation is rectangular too",
+    "multi_scale": "0 = off, or a fraction f: each batch is resized on the device to one of up to 5 fixed "
+                   "sizes (multiples of 32, imgsz included) spread over [imgsz*(1-f), imgsz*(1+f)], picked "
+                   "by a seeded stream of its own; with cuda_graph=True each size is captured once",
     "optimizer": "auto, SGD or AdamW (auto: AdamW for runs under 10,000 steps, else SGD)",
     "lr0": "initial learning rate (SGD / explicit AdamW; auto AdamW uses 0.002 * 5 / (4 + nc))",
     "lrf": "final learning rate as a fraction of lr0", "momentum": "SGD momentum / AdamW beta1",

@@ -7,7 +7,11 @@ YOLO datasets (:mod:`libreyolo.data.dataset`), classification ImageFolder datase
 (:mod:`libreyolo.data.classify`). ``single_cls`` trains detection as one class (labels collapse
 to 0, a one-class head); ``fraction`` keeps the first share of the sorted training images. Under
 DDP the total ``batch`` is split over the processes and a
-:class:`~torch.utils.data.DistributedSampler` gives each a disjoint slice.
+:class:`~torch.utils.data.DistributedSampler` gives each a disjoint slice. ``rect=True`` trains on
+rectangular batches of aspect-sorted images (:mod:`libreyolo.data.batching`: a
+:class:`~libreyolo.data.batching.RectBatchSampler` shuffles whole batches, split over the DDP
+ranks) and validates on rectangular items; ``multi_scale=f`` builds :attr:`DataSetup.multi_scale`
+(:class:`~.scales.MultiScale`), which the loop applies to each batch on the device.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class DataSetup:
         self.train_loader: Any = None
         self.val_loader: Any = None
         self.train_sampler: Any = None
+        self.multi_scale: Any = None  # a MultiScale with multi_scale > 0 (set in build_loaders)
         self.batch = cfg.batch
 
     @property
@@ -155,15 +160,45 @@ class DataSetup:
         if scan and self.is_main:
             barrier(self.dist)
         self._split_batch()
-        drop = task.drop_partial_batch and len(self.train_ds) > self.batch
-        self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=workers, shuffle=True,
-                                             seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler,
-                                             drop_last=drop, collate_fn=task.collate)
+        if cfg.rect:
+            self.train_loader = self._rect_loader(workers=workers, pin=pin)
+        else:
+            drop = task.drop_partial_batch and len(self.train_ds) > self.batch
+            self.train_loader = build_dataloader(self.train_ds, batch=self.batch, workers=workers, shuffle=True,
+                                                 seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler,
+                                                 drop_last=drop, collate_fn=task.collate)
+        if cfg.multi_scale:
+            from .config import MAX_STRIDE
+            from .scales import MultiScale
+
+            self.multi_scale = MultiScale(imgsz=cfg.imgsz, fraction=cfg.multi_scale, seed=cfg.seed, stride=MAX_STRIDE)
+            if self.is_main:
+                logger.info("multi_scale=%g: each batch trains at one of %s px (seeded per batch)", cfg.multi_scale,
+                            ", ".join(map(str, self.multi_scale.buckets)))
         self.val_loader = None
         if cfg.val and self.is_main:  # rank 0 validates on the whole val set
             self.val_ds = task.dataset(d, d.val, split="val", imgsz=cfg.imgsz, train_cfg=cfg)
             self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=workers, shuffle=False,
                                                seed=cfg.seed, pin_memory=pin, collate_fn=task.collate)
+
+    def _rect_loader(self, *, workers: int, pin: bool) -> Any:
+        """``rect=True``: the training loader over whole aspect-sorted batches (its batch sampler
+        becomes :attr:`train_sampler`, so the loop sets its epoch; under DDP it splits the batches)."""
+        from ..data.batching import RectBatchSampler
+        from ..data.loader import build_dataloader
+
+        cfg, ds = self.cfg, self.train_ds
+        if not getattr(ds, "rect", False) or not hasattr(ds, "set_batch_shapes"):
+            raise ConfigError(f"rect=True needs a dataset with rectangular batches; {type(ds).__name__} has none")
+        ds.set_batch_shapes(self.batch)
+        if self.is_main and cfg.mosaic > 0:
+            logger.info("rect=True: mosaic=%g%s off (rectangular batches letterbox single images)", cfg.mosaic,
+                        " and mixup" if cfg.mixup > 0 else "")
+        rank, ws = (self.dist.rank, self.dist.world_size) if self.dist is not None else (0, 1)
+        self.train_sampler = RectBatchSampler(len(ds), batch=self.batch, shuffle=True, seed=cfg.seed, rank=rank,
+                                              world_size=ws)
+        return build_dataloader(ds, batch=self.batch, workers=workers, shuffle=True, seed=cfg.seed, pin_memory=pin,
+                                batch_sampler=self.train_sampler, collate_fn=self.task.collate)
 
     def plot_batch(self, i: int, batch: dict[str, Any], save_dir: Path | None) -> None:
         """``train_batch<i>.png`` (the augmented batch with its boxes) and, with the first, ``train_labels.png``."""

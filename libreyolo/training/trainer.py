@@ -241,8 +241,9 @@ class Trainer:
         self.results = (ResultsLogger(self.save_dir, start_epoch=self.start_epoch, **cfg.logger_kwargs())
                         if self.is_main else None)
         if cfg.cuda_graph:
+            ms = self.data.multi_scale
             self.capture.enable(self.model, net=self.net, device=self.device, amp_dtype=self.amp_dtype,
-                                distributed=dist is not None)
+                                distributed=dist is not None, sizes=len(ms.buckets) if ms is not None else 1)
         if ckpt is not None:  # a resumed run continues the saved random streams
             restore_rng(ckpt["train_state"].get("rng"), loader_generator=self.checkpointer.loader_generator,
                         distributed=dist is not None, device=self.device)
@@ -352,6 +353,8 @@ class Trainer:
             if i < PLOT_BATCHES and epoch == self.start_epoch and cfg.plots and self.is_main:
                 self.data.plot_batch(i, batch, self.save_dir)
             imgs = batch["img"].to(self.device, non_blocking=True).float().div_(255.0)
+            if self.data.multi_scale is not None:  # one of a few fixed sizes (.scales); boxes are normalised
+                imgs = self.data.multi_scale(imgs, epoch=epoch, i=i)
             # a full window (accumulate_at ramps during warm-up), or the epoch's last batch: the
             # partly filled window steps too, with the sum of its micro-batch gradients
             step = i == nb - 1 or ni - self.last_opt_step >= self.schedule.accumulate_at(ni)

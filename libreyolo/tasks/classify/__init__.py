@@ -61,6 +61,9 @@ class ClassifyTask(Task):
             raise ConfigError("single_cls=True is for detection datasets; a classifier needs its classes")
         if cfg.fraction < 1:
             raise ConfigError("fraction < 1 is for detection datasets; for a classifier, list fewer images")
+        if getattr(cfg, "rect", False):
+            raise ConfigError("rect=True is for detection datasets (aspect-sorted rectangular batches); a "
+                              "classifier trains on square crops")
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``imgsz`` defaults to the family's (224) and ``project`` to runs/classify."""

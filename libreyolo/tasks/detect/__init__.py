@@ -73,12 +73,14 @@ class DetectTask(Task):
     def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool = False,
                 train_cfg: Any = None) -> Any:
         """A :class:`~libreyolo.data.dataset.DetectionDataset`; with ``train_cfg`` (the trainer's
-        config) its augmentation (training split), ``single_cls`` and ``cache`` apply."""
+        config) its augmentation (training split), ``single_cls``, ``cache`` and ``rect`` apply."""
         from ...data.dataset import DetectionDataset
 
         options: dict[str, Any] = {}
         if train_cfg is not None:
             options["single_cls"] = train_cfg.single_cls
+            if getattr(train_cfg, "rect", False):  # aspect-sorted, rectangular items (both splits)
+                options["rect"] = True
             if augment:
                 from ...data.augment import AugmentConfig
 
