@@ -17,6 +17,8 @@ import tempfile
 
 import pytest
 
+from libreyolo.registry import get_family
+
 MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxes",
            "libreyolo.tasks.detect.results", "libreyolo.training.config", "libreyolo.registry",
            "libreyolo.bench.run")
@@ -70,22 +72,35 @@ def _collect() -> dict[str, doctest.DocTest]:
 TESTS = _collect()
 
 
-@pytest.mark.parametrize("name", sorted(TESTS))
-def test_example_runs(name: str, tmp_path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("LIBREYOLO_DATASETS_DIR", str(tmp_path / "datasets"))
-    found = TESTS[name]
+def _run(found: doctest.DocTest) -> tuple[doctest.TestResults, str]:
+    """Run one docstring's examples with the module's globals plus :data:`PREAMBLE`."""
     globs: dict = {}
     exec(PREAMBLE, globs)  # noqa: S102 - the fixed imports the examples assume
     globs.update(found.globs)
     test = doctest.DocTest(found.examples, globs, found.name, found.filename, found.lineno, found.docstring)
     report: list[str] = []
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    result = runner.run(test, out=report.append)
+    return runner.run(test, out=report.append), "".join(report)
+
+
+@pytest.mark.parametrize("name", sorted(TESTS))
+def test_example_runs(name: str, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("LIBREYOLO_DATASETS_DIR", str(tmp_path / "datasets"))
+    result, report = _run(TESTS[name])
     assert result.attempted > 0 or name in SKIP_ALLOWED, f"{name}: no example ran"
-    assert result.failed == 0, "".join(report)
+    assert result.failed == 0, report
+
+
+def test_a_wrong_example_fails() -> None:
+    """The harness reports a wrong output and an exception (it does not pass everything)."""
+    text = ">>> LibreYOLO.__name__\n'LibreYOLO'\n>>> 1 + 1\n3\n>>> get_family('nope')\n"
+    test = doctest.DocTestParser().get_doctest(text, {"get_family": get_family}, "bad", None, 0)
+    result, report = _run(test)
+    assert (result.attempted, result.failed) == (3, 2)
+    assert "Expected:\n    3\nGot:\n    2" in report and "ConfigError" in report
 
 
 @pytest.mark.parametrize("name", REQUIRED)

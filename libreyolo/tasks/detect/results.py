@@ -42,7 +42,7 @@ class DetMetrics(dict):  # type: ignore[type-arg]  # dict[str, float]; plain dic
         >>> m = LibreYOLO("LibreYOLO9t.pt").val(data=str(data), imgsz=64, batch=2)
         >>> m["images"], 0.0 <= m["mAP50-95"] <= m["mAP50"] <= 1.0, m.names[0], m.maps.shape
         (2.0, True, 'circle', (6,))
-        >>> m.ap_class_index == sorted(m.per_class), sorted(m.per_class[0])
+        >>> m.ap_class_index == sorted(m.per_class), sorted(m.per_class[m.ap_class_index[0]])
         (True, ['ap50', 'ap50-95', 'images', 'instances', 'precision', 'recall'])
         >>> m.confusion_matrix.shape, round(float(m.confusion_matrix_normalized.sum(0).max()), 6), sorted(m.speed)
         ((7, 7), 1.0, ['inference', 'postprocess', 'preprocess'])
