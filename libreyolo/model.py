@@ -7,9 +7,8 @@ inference twin). It offers the verbs: ``predict``/``track``, ``train``, ``val``,
 ``quantize``, ``capture_graph``, ``save``. This is the one module that brings the engine,
 training, export, quantization and checkpoint I/O together; nothing below it imports it.
 
-Attributes of the architecture (``net``, ``names``, ``nc``, ``size``, ``FAMILY``, ``imgsz``...)
-read and write through to the family, so ``model.net`` and ``model.names`` are what they always
-were.
+Attributes of the architecture (``net``, ``names``, ``nc``, ``size``, ``FAMILY``, ``imgsz``...) read
+and write through to the family, so ``model.net`` and ``model.names`` are what they always were.
 """
 
 from __future__ import annotations
@@ -35,6 +34,9 @@ _OWN = frozenset({"family", "backend"})
 
 class Model:
     """A family plus the backend that runs it, with the user verbs.
+
+    The methods' examples assume ``import torch``, ``from pathlib import Path`` and
+    ``from libreyolo import LibreYOLO, SAMPLE_IMAGE``; each runs on a CPU in seconds.
 
     Example:
         >>> from libreyolo.model import Model
@@ -74,14 +76,22 @@ class Model:
         return self.backend.device
 
     def to(self, device: str | torch.device) -> Model:
-        """Move the model. Moving relocates parameters, so captured graphs are dropped (G-8)."""
+        """Move the model. Moving relocates parameters, so captured graphs are dropped (G-8).
+
+        Example:
+            >>> LibreYOLO("LibreYOLO9t.pt").to("cpu").device
+            device(type='cpu')
+        """
         self.backend.to(device)
         return self
 
     def fuse(self) -> Model:
-        """Fold BatchNorm into convolutions and merge re-parameterisable branches for inference.
+        """Fold BatchNorm into convolutions and merge re-parameterisable branches for inference;
+        parameters are replaced, so captured graphs are dropped. A fused model cannot train.
 
-        Parameters are replaced, so captured graphs are dropped. A fused model cannot train.
+        Example:
+            >>> LibreYOLO("LibreYOLO9t.pt").fuse().fused
+            True
         """
         self.backend.fuse()
         return self
@@ -91,12 +101,12 @@ class Model:
         cast once to half precision when ``half`` (float16 on CUDA, bfloat16 on CPU),
         channels-last where the family measured it wins. Built on first use and rebuilt when the
         weights change; this model's own network, training and checkpoints are untouched (see
-        :mod:`libreyolo.models._base.inference`).
+        :class:`~libreyolo.backends.torch.TorchBackend`).
 
         Example:
-            >>> twin = LibreYOLO("LibreYOLO9t.pt").prepared(half=False)  # doctest: +SKIP
-            >>> twin.fused  # doctest: +SKIP
-            True
+            >>> twin = LibreYOLO("LibreYOLO9t.pt").prepared(half=False)
+            >>> twin.fused, next(twin.net.parameters()).dtype
+            (True, torch.float32)
         """
         return self.backend.prepared(half=half, fuse=fuse)
 
@@ -105,20 +115,39 @@ class Model:
         self.backend.invalidate(reason)
 
     def load_weights(self, state_dict: dict[str, Tensor], *, strict: bool = True) -> None:
-        """Copy weights into the existing parameters (addresses kept, graphs stay valid)."""
+        """Copy weights into the existing parameters (addresses kept, graphs stay valid).
+
+        Example:
+            >>> trained, fresh = LibreYOLO("LibreYOLO9t.pt"), LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=6)
+            >>> fresh.load_weights(trained.net.state_dict())
+            >>> torch.equal(*(m(SAMPLE_IMAGE, imgsz=320)[0].boxes.data for m in (fresh, trained)))
+            True
+        """
         from .io.checkpoint import load_state_into
 
         load_state_into(self.family, state_dict, strict=strict)
         self.backend.drop_prepared()
 
     def save(self, path: str | Path, **extra: Any) -> Path:
-        """Write a checkpoint (weights + metadata), atomically."""
+        """Write a checkpoint (weights + metadata), atomically; ``extra`` keys are stored with it.
+
+        Example:
+            >>> import tempfile; path = LibreYOLO("LibreYOLO9t.pt").save(Path(tempfile.mkdtemp()) / "my.pt")
+            >>> LibreYOLO(path).names[0]
+            'circle'
+        """
         from .io.checkpoint import save_model
 
         self._refuse("save")
         return save_model(self.family, Path(path), extra=extra)
 
     def info(self) -> dict[str, Any]:
+        """Family, size, task, class count, parameter count, default ``imgsz``, fused or not.
+
+        Example:
+            >>> {k: v for k, v in LibreYOLO("LibreYOLO9t.pt").info().items() if k != "params"}
+            {'family': 'yolo9', 'size': 't', 'task': 'detect', 'nc': 6, 'imgsz': 320, 'fused': False}
+        """
         return self.family.info()
 
     def __repr__(self) -> str:
@@ -162,20 +191,30 @@ class Model:
         smallest stride-multiple rectangle (a 640x480 photo runs at (480, 640)), so capture that.
 
         Example:
-            >>> model = LibreYOLO("LibreYOLO9t.pt").to("cuda")  # doctest: +SKIP
-            >>> model.capture_graph(imgsz=(480, 640), batch=1, half=True)  # doctest: +SKIP
+            >>> model = LibreYOLO("LibreYOLO9t.pt").to("cuda")  # CUDA only  # doctest: +SKIP
+            >>> info = model.capture_graph(imgsz=(480, 640), half=True)  # model(SAMPLE_IMAGE, cuda_graph=True, half=True) replays it  # doctest: +SKIP
         """
         self._refuse("capture_graph")
         return self.backend.capture(imgsz=imgsz, batch=batch, dtype=dtype, half=half, fuse=fuse)
 
     def graph_info(self) -> dict[str, Any]:
-        """Captured graphs (shape, dtype, device, replays, capture ms) and eager-fallback reasons.
+        """Captured graphs (shape, dtype, device, replays, capture ms) and eager-fallback reasons;
+        after ``predict`` these are the prepared model's graphs (see :meth:`prepared`).
 
-        After ``predict`` these are the prepared model's graphs (see :meth:`prepared`)."""
+        Example:
+            >>> LibreYOLO("LibreYOLO9t.pt").graph_info()["graphs"]  # none captured yet
+            []
+        """
         return self.backend.graph_info()
 
     def release_graphs(self) -> None:
-        """Free every captured graph and its memory pool (the prepared model's too)."""
+        """Free every captured graph and its memory pool (the prepared model's too).
+
+        Example:
+            >>> model = LibreYOLO("LibreYOLO9t.pt"); model.release_graphs()
+            >>> model.graph_info()["graphs"]
+            []
+        """
         self.backend.release()
 
     # ------------------------------------------------------------------ user API
@@ -229,9 +268,9 @@ class Model:
 
         Example:
             >>> from libreyolo import LibreYOLO, SAMPLE_IMAGE
-            >>> results = LibreYOLO("LibreYOLO9t.pt")(SAMPLE_IMAGE, conf=0.25)
-            >>> results[0].boxes.xyxy.shape[-1]
-            4
+            >>> r = LibreYOLO("LibreYOLO9t.pt").predict(SAMPLE_IMAGE, conf=0.25)[0]  # one image: one Results
+            >>> r.boxes.xyxy.shape[-1], r.orig_shape, sorted(r.speed)
+            (4, (480, 640), ['inference', 'postprocess', 'preprocess', 'results'])
         """
         opts = self._options(locals())  # first: the keywords above, and nothing else yet
         from .engine.predictor import predict
@@ -242,11 +281,9 @@ class Model:
     __call__ = predict
 
     def _options(self, values: dict[str, Any]) -> Any:
-        """The resolved :class:`~libreyolo.engine.predictor.PredictOptions` of a ``predict`` /
-        ``track`` call, from its ``locals()``: the options are those of its keywords that are
-        ``PredictOptions`` fields (``source``, ``stream``, ``persist``, ``tracker`` are the verbs'
-        own), so the two signatures are the only lists of them, and a test holds those equal to
-        the fields (tests/unit/engine/test_predict_options.py)."""
+        """The :class:`~libreyolo.engine.predictor.PredictOptions` of a ``predict`` / ``track`` call
+        from its ``locals()``: the keywords that are its fields, so the two signatures are the only
+        lists of them (held equal to the fields by tests/unit/engine/test_predict_options.py)."""
         from .engine.predictor import PredictOptions
 
         kw = PredictOptions.pick(values)
@@ -295,9 +332,11 @@ class Model:
         those of :meth:`predict`.
 
         Example:
-            >>> model = LibreYOLO("LibreYOLO9t.pt")  # doctest: +SKIP
-            >>> for r in model.track("clip.mp4", stream=True):  # doctest: +SKIP
-            ...     print(r.frame, r.boxes.id.tolist())
+            >>> model = LibreYOLO("LibreYOLO9t.pt")
+            >>> for frame in (SAMPLE_IMAGE, SAMPLE_IMAGE):  # a video: model.track("clip.mp4", stream=True)
+            ...     r = model.track(frame, persist=True)[0]
+            >>> r.boxes.is_track, len(r.boxes.id) == len(r)
+            (True, True)
         """
         opts = self._options(locals())  # first: the keywords above, and nothing else yet
         from .trackers.track import track
@@ -309,8 +348,12 @@ class Model:
         """Train on a YOLO-format dataset; keys as in :class:`libreyolo.training.config.TrainConfig`.
 
         Example:
-            >>> model = LibreYOLO("LibreYOLO9t.pt")  # doctest: +SKIP
-            >>> model.train(data="shapes", epochs=1, imgsz=320)  # doctest: +SKIP
+            >>> import tempfile; tmp = Path(tempfile.mkdtemp())
+            >>> from libreyolo.data.shapes import ensure_shapes_dataset
+            >>> data = ensure_shapes_dataset(tmp, n_train=4, n_val=2, imgsz=64)  # a tiny data="shapes"
+            >>> out = LibreYOLO("LibreYOLO9t.pt").train(data=str(data), epochs=1, imgsz=64, batch=2, workers=0, project=str(tmp))
+            >>> out["epochs"], Path(out["best"]).is_file(), "mAP50-95" in out
+            (1, True, True)
         """
         from .training.trainer import train
 
@@ -326,22 +369,43 @@ class Model:
                 self.backend.invalidate(f"model moved from {device} to {self.family.device} for training")
 
     def val(self, **overrides: Any) -> dict[str, float]:
-        """Validate on a dataset; returns COCO-style metrics (mAP50-95, mAP50, precision, recall)."""
+        """Validate on a dataset: a :class:`~libreyolo.tasks.detect.results.DetMetrics` (COCO mAP, P, R, per class).
+
+        Example:
+            >>> import tempfile; from libreyolo.data.shapes import ensure_shapes_dataset
+            >>> data = ensure_shapes_dataset(Path(tempfile.mkdtemp()), n_train=4, n_val=2, imgsz=64)
+            >>> m = LibreYOLO("LibreYOLO9t.pt").val(data=str(data), imgsz=64, batch=2)
+            >>> m["images"], 0.0 <= m["mAP50-95"] <= 1.0, set(m.per_class) <= set(m.names)
+            (2.0, True, True)
+        """
         from .engine.validator import validate
 
         adjust = getattr(self.backend, "val_overrides", None)
         return validate(self, adjust(overrides) if adjust is not None else overrides)
 
     def export(self, **overrides: Any) -> Path:
-        """Export the network (e.g. ``format="onnx"``); the exported graph holds portable math."""
+        """Export the network (``format`` onnx, torchscript, openvino; keys of :class:`~libreyolo.export.config.ExportConfig`);
+        the exported graph holds portable math. ``LibreYOLO(path)`` loads it back as a :class:`Model`.
+
+        Example:
+            >>> import tempfile; out = Path(tempfile.mkdtemp()) / "LibreYOLO9t.torchscript"
+            >>> path = LibreYOLO("LibreYOLO9t.pt").export(format="torchscript", imgsz=64, file=str(out))
+            >>> LibreYOLO(path)(SAMPLE_IMAGE, imgsz=64)[0].boxes.data.shape[1]
+            6
+        """
         from .export import export
 
         self._refuse("export")
         return export(self, overrides)
 
-    # quantization (libreyolo/quant) ---------------------------------------------
+    # quantization (libreyolo/kernels/quant) -------------------------------------
     def quantize(self, **overrides: Any) -> Model:
-        """Quantize (fp8 or int8 recipes); drops captured graphs (G-8)."""
+        """Quantize (recipes fp8, int8; keys of :class:`~libreyolo.kernels.quant.model.QuantConfig`).
+
+        Example:
+            >>> LibreYOLO("LibreYOLO9t.pt").quantize(recipe="int8", calibrate=torch.rand(1, 3, 64, 64)).quant_info()["activations"]
+            True
+        """
         from .kernels.quant.model import quantize_model
 
         self._refuse("quantize")
@@ -350,6 +414,12 @@ class Model:
         return self
 
     def dequantize(self) -> Model:
+        """Put the float layers back (after :meth:`quantize`); drops captured graphs.
+
+        Example:
+            >>> LibreYOLO("LibreYOLO9t.pt").quantize(recipe="fp8").dequantize().quant_info()["quantized"]
+            False
+        """
         from .kernels.quant.model import dequantize_model
 
         self.invalidate_graphs("model dequantized")
@@ -357,6 +427,12 @@ class Model:
         return self
 
     def quant_info(self) -> dict[str, Any]:
+        """Whether the model is quantized, its recipe and modules, and the kernels that run it.
+
+        Example:
+            >>> LibreYOLO("LibreYOLO9t.pt").quantize(recipe="int8").quant_info()["format"]
+            'int8'
+        """
         from .kernels.quant.model import quant_info
 
         return quant_info(self)
@@ -381,6 +457,8 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
 
     Example:
         >>> from libreyolo import LibreYOLO
+        >>> LibreYOLO("LibreYOLO9t.pt").names  # the bundled weights, trained on "shapes"
+        {0: 'circle', 1: 'square', 2: 'triangle', 3: 'star', 4: 'hexagon', 5: 'cross'}
         >>> model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=3)
         >>> model.FAMILY, model.size, model.nc
         ('yolo9', 't', 3)

@@ -39,13 +39,31 @@ def _ensure_loaded() -> None:
 
 
 def families() -> dict[str, type[Family]]:
-    """All registered families by name."""
+    """All registered families by name.
+
+    Example:
+        >>> from libreyolo.registry import families
+        >>> fams = families()
+        >>> "yolo9" in fams, fams["yolo9"].NAME_TOKEN, fams["yolo9"].SIZES
+        (True, 'YOLO9', ('t', 's', 'm', 'c'))
+    """
     _ensure_loaded()
     return dict(_FAMILIES)
 
 
 def get_family(name: str) -> type[Family]:
-    """The family class registered as ``name`` (e.g. ``"yolo9"``)."""
+    """The family class registered as ``name`` (e.g. ``"yolo9"``); an unknown name raises
+    :class:`~libreyolo.errors.ConfigError` with the nearest names.
+
+    Example:
+        >>> from libreyolo.registry import get_family
+        >>> get_family("yolo9").__name__, get_family("yolo9")(size="t", nc=3).nc
+        ('YOLO9', 3)
+        >>> get_family("yolo99")
+        Traceback (most recent call last):
+        ...
+        libreyolo.errors.ConfigError: unknown model family 'yolo99'. Did you mean 'yolo9'? ...
+    """
     _ensure_loaded()
     try:
         return _FAMILIES[name]
@@ -60,8 +78,11 @@ def parse_weights_name(filename: str) -> ParsedName:
     """Resolve a weights file name to (family, size, task).
 
     Example:
+        >>> from libreyolo.registry import parse_weights_name
         >>> parse_weights_name("LibreYOLO9t.pt")
         ParsedName(family='yolo9', size='t', task='detect')
+        >>> parse_weights_name("weights/LibreYOLO9s-cls.pt").task
+        'classify'
     """
     _ensure_loaded()
     base = filename.replace("\\", "/").rsplit("/", 1)[-1]

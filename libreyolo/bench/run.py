@@ -82,8 +82,13 @@ def run_benchmark(
 
     Example:
         >>> from libreyolo.bench import run_benchmark
-        >>> r = run_benchmark(model="LibreYOLO9t.pt", imgsz=640, batch=[1, 8])  # doctest: +SKIP
-        >>> r["runs"][0]["derived"]["network_speedup"]  # doctest: +SKIP
+        >>> r = run_benchmark(model="LibreYOLO9t.pt", imgsz=64, device="cpu", half=False, warmup=1,
+        ...                   iters=3, end_to_end=False, show=False)  # on a GPU: imgsz=640, batch=[1, 8]
+        >>> run = r["runs"][0]
+        >>> r["model"]["family"], run["config"]["batch"], run["network"]["eager"]["n"]
+        ('yolo9', 1, 3)
+        >>> run["network"]["eager"]["median_ms"] > 0, "skipped" in run["network"]["graph"]
+        (True, True)
     """
     from ..graphs.parity import environment
     from ..models._base.family import select_device

@@ -31,8 +31,15 @@ class Boxes:
     six columns above (the ids live in :attr:`id`, so code written for detection keeps working).
 
     Example:
-        >>> b = Boxes(torch.tensor([[0.0, 0.0, 4.0, 4.0, 7.0, 0.9, 1.0]]), (8, 8))
-        >>> b.is_track, b.id.tolist(), b.data.shape
+        >>> b = Boxes(torch.tensor([[16.0, 32.0, 48.0, 64.0, 0.75, 2.0]]), orig_shape=(64, 128))
+        >>> b.xyxy.tolist(), b.xywh.tolist(), b.conf.tolist(), b.cls.long().tolist()
+        ([[16.0, 32.0, 48.0, 64.0]], [[32.0, 48.0, 32.0, 32.0]], [0.75], [2])
+        >>> b.xyxyn.tolist(), b.xywhn.tolist()
+        ([[0.125, 0.5, 0.375, 1.0]], [[0.25, 0.75, 0.25, 0.5]])
+        >>> b.data.shape, b.shape, len(b), b.is_track, b.id
+        (torch.Size([1, 6]), (1, 6), 1, False, None)
+        >>> t = Boxes(torch.tensor([[0.0, 0.0, 4.0, 4.0, 7.0, 0.9, 1.0]]), (8, 8))  # (N, 7): with track ids
+        >>> t.is_track, t.id.tolist(), t.data.shape
         (True, [7], torch.Size([1, 6]))
     """
 
@@ -145,19 +152,46 @@ class Boxes:
         return (self[i] for i in range(len(self)))
 
     def cpu(self) -> Boxes:
+        """The same boxes on the CPU.
+
+        Example:
+            >>> b = Boxes(torch.tensor([[16.0, 32.0, 48.0, 64.0, 0.75, 2.0]]), (64, 128))
+            >>> b.cpu().xyxy.device
+            device(type='cpu')
+        """
         return self._new(self._data.cpu(), self._id.cpu() if self._id is not None else None,
                          as_numpy=self._as_numpy)
 
     def to(self, device: str | torch.device) -> Boxes:
+        """The same boxes on ``device``.
+
+        Example:
+            >>> b = Boxes(torch.tensor([[16.0, 32.0, 48.0, 64.0, 0.75, 2.0]]), (64, 128))
+            >>> b.to("cpu").conf.device.type
+            'cpu'
+        """
         return self._new(self._data.to(device), self._id.to(device) if self._id is not None else None,
                          as_numpy=self._as_numpy)
 
     def numpy(self) -> Boxes:
-        """The same boxes, with every property returning numpy arrays."""
+        """The same boxes, with every property returning numpy arrays.
+
+        Example:
+            >>> b = Boxes(torch.tensor([[16.0, 32.0, 48.0, 64.0, 0.75, 2.0]]), (64, 128))
+            >>> b.numpy().xywhn
+            array([[0.25, 0.75, 0.25, 0.5 ]], dtype=float32)
+        """
         return self._new(self._data.detach().cpu(), self._id.cpu() if self._id is not None else None,
                          as_numpy=True)
 
     def tolist(self) -> list[list[float]]:
+        """The rows ``[x1, y1, x2, y2, conf, cls]`` as Python lists.
+
+        Example:
+            >>> b = Boxes(torch.tensor([[16.0, 32.0, 48.0, 64.0, 0.75, 2.0]]), (64, 128))
+            >>> b.tolist()
+            [[16.0, 32.0, 48.0, 64.0, 0.75, 2.0]]
+        """
         return self._data.tolist()
 
     def __repr__(self) -> str:
@@ -175,9 +209,11 @@ class Probs:
     scalar), ``top5conf`` (Tensor[k]); ``data`` as given (numpy after :meth:`numpy`).
 
     Example:
-        >>> p = Probs(torch.tensor([0.1, 0.6, 0.3]))
-        >>> p.top1, p.top5, round(float(p.top1conf), 2)
-        (1, [1, 2, 0], 0.6)
+        >>> p = Probs(torch.tensor([0.125, 0.625, 0.25]))
+        >>> p.top1, p.top5, p.top1conf.item(), p.top5conf.tolist()
+        (1, [1, 2, 0], 0.625, [0.625, 0.25, 0.125])
+        >>> p.data.tolist(), p.shape, len(p)
+        ([0.125, 0.625, 0.25], (3,), 3)
     """
 
     def __init__(self, data: Tensor | np.ndarray, *, as_numpy: bool = False) -> None:
@@ -227,15 +263,43 @@ class Probs:
         return int(self._data.numel())
 
     def cpu(self) -> Probs:
+        """The same probabilities on the CPU.
+
+        Example:
+            >>> p = Probs(torch.tensor([0.125, 0.625, 0.25]))
+            >>> p.cpu().data.device
+            device(type='cpu')
+        """
         return Probs(self._data.cpu(), as_numpy=self._as_numpy)
 
     def to(self, device: str | torch.device) -> Probs:
+        """The same probabilities on ``device``.
+
+        Example:
+            >>> p = Probs(torch.tensor([0.125, 0.625, 0.25]))
+            >>> p.to("cpu").top5conf.device.type
+            'cpu'
+        """
         return Probs(self._data.to(device), as_numpy=self._as_numpy)
 
     def numpy(self) -> Probs:
+        """The same probabilities, with ``data``, ``top1conf`` and ``top5conf`` as numpy arrays.
+
+        Example:
+            >>> p = Probs(torch.tensor([0.125, 0.625, 0.25]))
+            >>> p.numpy().top5conf
+            array([0.625, 0.25 , 0.125], dtype=float32)
+        """
         return Probs(self._data.detach().cpu(), as_numpy=True)
 
     def tolist(self) -> list[float]:
+        """The probabilities as a Python list.
+
+        Example:
+            >>> p = Probs(torch.tensor([0.125, 0.625, 0.25]))
+            >>> p.tolist()
+            [0.125, 0.625, 0.25]
+        """
         return self._data.tolist()
 
     def __repr__(self) -> str:

@@ -56,6 +56,16 @@ class Results:
         probs (Tensor[nc], float32, CPU): class probabilities for classification, else ``None``.
         speed: milliseconds per image for ``preprocess``, ``inference``, ``postprocess``.
         frame: 0-based frame index for video frames, else ``None``.
+
+    The methods' examples build a result by hand; ``model.predict`` returns them filled in.
+
+    Example:
+        >>> r = LibreYOLO("LibreYOLO9t.pt")(SAMPLE_IMAGE)[0]
+        >>> r.orig_shape, r.path == SAMPLE_IMAGE, r.names[0], len(r) == len(r.boxes) > 0
+        ((480, 640), True, 'circle', True)
+        >>> sure = r[r.boxes.conf > 0.5]  # a Results with only those boxes
+        >>> bool((sure.boxes.conf > 0.5).all())
+        True
     """
 
     def __init__(
@@ -110,7 +120,13 @@ class Results:
         return len(self.boxes) if self.boxes is not None else 0
 
     def __getitem__(self, idx: Any) -> Results:
-        """A Results holding only the selected detections, e.g. ``r[r.boxes.conf > 0.5]``."""
+        """A Results holding only the selected detections, e.g. ``r[r.boxes.conf > 0.5]``.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> len(r[r.boxes.conf > 0.5]), len(r[r.boxes.conf > 0.8]), len(r[0])
+            (1, 0, 1)
+        """
         if self.boxes is None:
             raise IndexError("this result has no detections to index")
         return self._with(boxes=self.boxes[idx])
@@ -124,28 +140,58 @@ class Results:
         return Results(**kwargs)
 
     def new(self) -> Results:
-        """A result for the same image (path, names, speed, frame) with no detections or probabilities."""
+        """A result for the same image (path, names, speed, frame) with no detections or probabilities.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> r.new().path, len(r.new()), r.new().boxes is None
+            ('bus.jpg', 0, True)
+        """
         return Results(orig_img=self.orig_img, path=self.path, names=self.names, speed=self.speed,
                        frame=self.frame)
 
     def cpu(self) -> Results:
-        """A copy whose boxes/probs tensors are on the CPU (the image is shared)."""
+        """A copy whose boxes/probs tensors are on the CPU (the image is shared).
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> r.cpu().boxes.data.device
+            device(type='cpu')
+        """
         return self._with(boxes=self.boxes.cpu() if self.boxes is not None else None,
                           probs=self.probs.cpu() if self.probs is not None else None)
 
     def numpy(self) -> Results:
-        """A copy whose ``boxes`` / ``probs`` properties return numpy arrays."""
+        """A copy whose ``boxes`` / ``probs`` properties return numpy arrays.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> r.numpy().boxes.xyxy
+            array([[16., 32., 48., 64.]], dtype=float32)
+        """
         return self._with(boxes=self.boxes.numpy() if self.boxes is not None else None,
                           probs=self.probs.numpy() if self.probs is not None else None)
 
     def to(self, device: str | torch.device) -> Results:
-        """A copy whose boxes/probs tensors are on ``device``."""
+        """A copy whose boxes/probs tensors are on ``device``.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> r.to("cpu").boxes.conf.device.type
+            'cpu'
+        """
         return self._with(boxes=self.boxes.to(device) if self.boxes is not None else None,
                           probs=self.probs.to(device) if self.probs is not None else None)
 
     # ------------------------------------------------------------------ text
     def counts(self) -> dict[str, int]:
-        """Detections per class name, in class-id order."""
+        """Detections per class name, in class-id order.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> r.counts()
+            {'circle': 1}
+        """
         if self.boxes is None or len(self.boxes) == 0:
             return {}
         ids = Counter(int(c) for c in self.boxes._data[:, 5].tolist())
@@ -153,7 +199,13 @@ class Results:
 
     def verbose(self) -> str:
         """A short description, e.g. ``"2 circles, 1 square"`` or ``"no detections"``; for
-        classification the top-5, e.g. ``"circle 0.91, square 0.05, ..."``."""
+        classification the top-5, e.g. ``"circle 0.91, square 0.05, ..."``.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> r.verbose(), r.new().verbose()
+            ('1 circle', 'no detections')
+        """
         if self.probs is not None and self.boxes is None:
             p = self.probs
             return ", ".join(f"{self.names.get(c, str(c))} {float(p._data[c]):.2f}" for c in p.top5)
@@ -168,6 +220,11 @@ class Results:
 
         With ``normalize=True`` box coordinates are divided by the image width/height. For
         classification: one dict per top-5 class, ``{name, class, confidence}``, best first.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> r.summary(normalize=True)
+            [{'name': 'circle', 'class': 0, 'confidence': 0.75, 'box': {'x1': 0.125, 'y1': 0.5, 'x2': 0.375, 'y2': 1.0}}]
         """
         if self.boxes is None:
             if self.probs is None:
@@ -195,14 +252,26 @@ class Results:
 
     def to_df(self, *, normalize: bool = False, decimals: int = 5) -> Any:
         """:meth:`summary` as a ``pandas.DataFrame``, one row per detection (box columns flattened:
-        ``x1, y1, x2, y2``). Needs pandas (``pip install pandas``); :meth:`to_csv` does not."""
+        ``x1, y1, x2, y2``). Needs pandas (``pip install pandas``); :meth:`to_csv` does not.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> r.to_df()[["name", "confidence", "x1", "y2"]].values.tolist()
+            [['circle', 0.75, 16.0, 64.0]]
+        """
         from .results_io import summary_to_df, table_kind
 
         return summary_to_df(self.summary(normalize=normalize, decimals=decimals), table_kind(self))
 
     def to_csv(self, path: str | Path | None = None, *, normalize: bool = False, decimals: int = 5) -> str:
         """:meth:`summary` as CSV text with a header row (the columns of :meth:`to_df`), also
-        written to ``path`` when given. Works without pandas."""
+        written to ``path`` when given. Works without pandas.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> r.to_csv().splitlines()
+            ['name,class,confidence,x1,y1,x2,y2', 'circle,0,0.75,16.0,32.0,48.0,64.0']
+        """
         from .results_io import summary_to_csv, table_kind
 
         text = summary_to_csv(self.summary(normalize=normalize, decimals=decimals), table_kind(self))
@@ -212,7 +281,13 @@ class Results:
         return text
 
     def to_json(self, *, normalize: bool = False, decimals: int = 5) -> str:
-        """:meth:`summary` as a JSON string."""
+        """:meth:`summary` as a JSON string.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> json.loads(r.to_json())[0]["box"]
+            {'x1': 16.0, 'y1': 32.0, 'x2': 48.0, 'y2': 64.0}
+        """
         return json.dumps(self.summary(normalize=normalize, decimals=decimals), indent=2)
 
     def __repr__(self) -> str:
@@ -235,11 +310,19 @@ class Results:
             labels: draw class-name labels.
             conf: add the confidence to each label.
             line_width: outline thickness in pixels; ``None`` scales with the image size.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> img = r.plot(line_width=2)
+            >>> img.shape, img.dtype, bool((img != r.orig_img).any())
+            ((64, 128, 3), dtype('uint8'), True)
         """
         from .plotting import draw_detections
 
         if self.boxes is None and self.probs is not None:
-            return self._plot_probs(conf=conf)
+            from .results_io import plot_probs
+
+            return plot_probs(self, conf=conf)
         if self.boxes is None or len(self.boxes) == 0:
             return self.orig_img.copy()
         d = self.boxes._data.detach().cpu().float().numpy()
@@ -247,26 +330,6 @@ class Results:
         return draw_detections(self.orig_img, xyxy=d[:, :4], cls=d[:, 5], conf=d[:, 4] if conf else None,
                                names=self.names, labels=labels, line_width=line_width, order_by=d[:, 4],
                                ids=ids)
-
-    def _plot_probs(self, *, conf: bool) -> np.ndarray:
-        """The image with the top-5 classes written in its top-left corner, best first."""
-        try:
-            import cv2
-        except ImportError:
-            return _probs_pil(self, conf=conf)
-
-        img = np.ascontiguousarray(self.orig_img.copy())
-        h = img.shape[0]
-        scale = max(0.4, h / 800)
-        th = max(1, round(scale * 2))
-        y = int(22 * scale) + 4
-        for c in self.probs.top5 if self.probs is not None else []:
-            text = self.names.get(c, str(c)) + (f" {float(self.probs._data[c]):.2f}" if conf else "")
-            (tw, tht), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, th)
-            cv2.rectangle(img, (4, y - tht - 3), (8 + tw, y + base), (0, 0, 0), -1)
-            cv2.putText(img, text, (6, y), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), th, cv2.LINE_AA)
-            y += tht + base + 6
-        return img
 
     def save(self, target: str | Path | None = None, *, labels: bool = True, conf: bool = True,
              line_width: int | None = None) -> Path:
@@ -280,9 +343,10 @@ class Results:
         ``results_bus.jpg``). The source image itself is never overwritten.
 
         Example:
+            >>> import tempfile; out = Path(tempfile.mkdtemp())
             >>> r = Results(orig_img=np.zeros((8, 8, 3), np.uint8), path="bus.jpg", names={0: "a"})
-            >>> r.save().name  # doctest: +SKIP
-            'results_bus.jpg'
+            >>> r.save(out).name, r.save(out / "annotated.png").name, r.save_path.suffix
+            ('bus.jpg', 'annotated.png', '.png')
         """
         if target is None:
             default = self._file_in(Path.cwd())
@@ -311,7 +375,14 @@ class Results:
         """Write the detections as YOLO label lines ``cls xc yc w h [conf] [id]`` (normalised
         0..1 centre/size; ``conf`` with ``save_conf=True``; the track id when tracked), one per
         box, to ``file``; an empty file means no detections. For classification: ``prob cls``
-        lines of the top-5. Returns ``file``."""
+        lines of the top-5. Returns ``file``.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> import tempfile; file = r.save_txt(Path(tempfile.mkdtemp()) / "bus.txt", save_conf=True)
+            >>> file.read_text()
+            '0 0.25 0.75 0.25 0.5 0.75\\n'
+        """
         from .results_io import label_lines
 
         file = Path(file)
@@ -323,25 +394,31 @@ class Results:
 
     def crops(self) -> list[tuple[int, np.ndarray]]:
         """(class id, BGR crop of ``orig_img``) per detection, boxes clipped to the image; empty
-        boxes (zero width or height after clipping) are left out."""
+        boxes (zero width or height after clipping) are left out.
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> [(cls, crop.shape) for cls, crop in r.crops()]
+            [(0, (32, 32, 3))]
+        """
         from .results_io import crop_boxes
 
         return crop_boxes(self)
 
     def save_crop(self, save_dir: str | Path, *, file_name: str | Path | None = None) -> list[Path]:
         """Write each detection's crop as ``save_dir/<class name>/<file_name>.jpg`` (``_2``,
-        ``_3``... when a name is taken; ``file_name`` defaults to the source stem or ``image``;
-        an image suffix on it is dropped, so ``file_name="bus.jpg"`` writes ``bus.jpg``, not
-        ``bus.jpg.jpg``). Returns the files written."""
-        from .results_io import write_crops
+        ``_3``... when a name is taken; ``file_name`` defaults to the source stem or ``image``, an
+        image suffix on it is dropped: ``"bus.jpg"`` writes ``bus.jpg``). Returns the files written.
 
-        if file_name is not None:
-            given = Path(file_name)
-            file_name = str(given.with_suffix("") if given.suffix.lower() in WRITABLE_SUFFIXES else given)
-        stem = file_name or (Path(self.path).stem if self.path is not None else "image")
-        if self.frame is not None and file_name is None:
-            stem = f"{stem}_{self.frame:06d}"
-        return write_crops(self, Path(save_dir), stem)
+        Example:
+            >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
+            >>> import tempfile; out = Path(tempfile.mkdtemp())
+            >>> [f.relative_to(out).as_posix() for f in r.save_crop(out)]
+            ['circle/bus.jpg']
+        """
+        from .results_io import crop_stem, write_crops
+
+        return write_crops(self, Path(save_dir), crop_stem(self, file_name))
 
     def _file_in(self, folder: Path) -> Path:
         if self.path is not None:
@@ -413,19 +490,3 @@ def write_bgr(file: Path, bgr: np.ndarray) -> None:
         Image.fromarray(np.ascontiguousarray(bgr[:, :, ::-1])).save(file, quality=95)
     except (OSError, ValueError, KeyError) as e:
         raise ConfigError(f"cannot write '{file}': {e}") from e
-
-
-def _probs_pil(r: Results, *, conf: bool) -> np.ndarray:
-    """:meth:`Results._plot_probs` without OpenCV (Pillow's bitmap font)."""
-    from PIL import Image, ImageDraw
-
-    pil = Image.fromarray(np.ascontiguousarray(r.orig_img[:, :, ::-1]))
-    draw = ImageDraw.Draw(pil)
-    y = 4
-    for c in r.probs.top5 if r.probs is not None else []:
-        text = r.names.get(c, str(c)) + (f" {float(r.probs._data[c]):.2f}" if conf else "")
-        left, top, right, bottom = draw.textbbox((6, y), text)
-        draw.rectangle((4, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))
-        draw.text((6, y), text, fill=(255, 255, 255))
-        y = bottom + 6
-    return np.ascontiguousarray(np.asarray(pil)[:, :, ::-1])

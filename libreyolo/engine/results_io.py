@@ -1,5 +1,6 @@
-"""Tables, label files and crops of :class:`~libreyolo.engine.results.Results` (its ``to_df``,
-``to_csv``, ``save_txt`` and ``save_crop`` methods live here to keep ``results.py`` small).
+"""Tables, label files, crops and the probabilities plot of
+:class:`~libreyolo.engine.results.Results` (its ``to_df``, ``to_csv``, ``save_txt``, ``save_crop``
+and classification ``plot`` live here to keep ``results.py`` small).
 
 pandas is optional: only :func:`summary_to_df` imports it, when first called; CSV is written
 with the standard library.
@@ -113,6 +114,18 @@ def crop_boxes(r: Results) -> list[tuple[int, np.ndarray]]:
     return out
 
 
+def crop_stem(r: Results, file_name: str | Path | None) -> str:
+    """The file stem of ``save_crop``: ``file_name`` without an image suffix, else the source's
+    stem (``image`` for an in-memory source; ``_<frame>`` appended for a video frame)."""
+    from .results import WRITABLE_SUFFIXES
+
+    if file_name:
+        given = Path(file_name)
+        return str(given.with_suffix("") if given.suffix.lower() in WRITABLE_SUFFIXES else given)
+    stem = Path(r.path).stem if r.path is not None else "image"
+    return f"{stem}_{r.frame:06d}" if r.frame is not None else stem
+
+
 def write_crops(r: Results, save_dir: Path, stem: str) -> list[Path]:
     """Write :func:`crop_boxes` as ``save_dir/<class name>/<stem>[_k].jpg``; returns the files."""
     from .results import write_bgr
@@ -133,3 +146,41 @@ def write_crops(r: Results, save_dir: Path, stem: str) -> list[Path]:
 def _safe(name: str) -> str:
     """A class name usable as a folder name (path separators replaced)."""
     return "".join("_" if ch in '/\\:*?"<>|' else ch for ch in name).strip() or "_"
+
+
+def plot_probs(r: Results, *, conf: bool) -> np.ndarray:
+    """:meth:`Results.plot` of a classification result: the image with the top-5 classes written
+    in its top-left corner, best first (OpenCV's font, Pillow's bitmap font without OpenCV)."""
+    try:
+        import cv2
+    except ImportError:
+        return _probs_pil(r, conf=conf)
+
+    img = np.ascontiguousarray(r.orig_img.copy())
+    h = img.shape[0]
+    scale = max(0.4, h / 800)
+    th = max(1, round(scale * 2))
+    y = int(22 * scale) + 4
+    for c in r.probs.top5 if r.probs is not None else []:
+        text = r.names.get(c, str(c)) + (f" {float(r.probs._data[c]):.2f}" if conf else "")
+        (tw, tht), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, th)
+        cv2.rectangle(img, (4, y - tht - 3), (8 + tw, y + base), (0, 0, 0), -1)
+        cv2.putText(img, text, (6, y), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), th, cv2.LINE_AA)
+        y += tht + base + 6
+    return img
+
+
+def _probs_pil(r: Results, *, conf: bool) -> np.ndarray:
+    """:func:`plot_probs` without OpenCV (Pillow's bitmap font)."""
+    from PIL import Image, ImageDraw
+
+    pil = Image.fromarray(np.ascontiguousarray(r.orig_img[:, :, ::-1]))
+    draw = ImageDraw.Draw(pil)
+    y = 4
+    for c in r.probs.top5 if r.probs is not None else []:
+        text = r.names.get(c, str(c)) + (f" {float(r.probs._data[c]):.2f}" if conf else "")
+        left, top, right, bottom = draw.textbbox((6, y), text)
+        draw.rectangle((4, top - 2, right + 2, bottom + 2), fill=(0, 0, 0))
+        draw.text((6, y), text, fill=(255, 255, 255))
+        y = bottom + 6
+    return np.ascontiguousarray(np.asarray(pil)[:, :, ::-1])

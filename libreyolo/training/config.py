@@ -38,10 +38,19 @@ AUGMENT_KEYS = ("mosaic", "mixup", "degrees", "translate", "scale", "shear", "pe
 class TrainConfig:
     """Every key ``model.train(**overrides)`` accepts.
 
+    Build it with :meth:`from_overrides`, which checks the keys, coerces the values (the strings
+    of the command line too) and validates them; ``TrainConfig(...)`` itself checks nothing.
+
     Example:
         >>> cfg = TrainConfig.from_overrides({"epochs": 3, "imgsz": 320})
-        >>> cfg.epochs, cfg.optimizer
-        (3, 'auto')
+        >>> cfg.epochs, cfg.imgsz, cfg.optimizer, cfg.data
+        (3, 320, 'auto', 'shapes')
+        >>> TrainConfig.from_overrides({"epoch": 3})
+        Traceback (most recent call last):
+        ...
+        libreyolo.errors.ConfigError: unknown train argument 'epoch'. Did you mean 'epochs'? ...
+        >>> dataclasses.replace(cfg, epochs=1).epochs  # frozen: a changed copy
+        1
     """
 
     # data and run
@@ -128,11 +137,25 @@ class TrainConfig:
 
     @classmethod
     def keys(cls) -> list[str]:
+        """The key names, in declaration order.
+
+        Example:
+            >>> TrainConfig.keys()[:4]
+            ['cfg', 'data', 'epochs', 'batch']
+        """
         return [f.name for f in dataclasses.fields(cls)]
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any]) -> TrainConfig:
-        """Validate ``overrides`` (unknown keys raise :class:`ConfigError` with a suggestion)."""
+        """Validate ``overrides`` (unknown keys raise :class:`ConfigError` with a suggestion).
+
+        Values are coerced to the field types and ``imgsz`` is rounded up to a multiple of 32.
+
+        Example:
+            >>> cfg = TrainConfig.from_overrides({"epochs": "5", "imgsz": 100, "cos_lr": "true"})
+            >>> cfg.epochs, cfg.imgsz, cfg.cos_lr
+            (5, 128, True)
+        """
         check_keys(overrides, cls.keys(), what="train")
         hints = typing.get_type_hints(cls)
         if isinstance(overrides.get("freeze"), (list, tuple)):  # freeze=["stem1", "p2"]: module-name prefixes
@@ -175,7 +198,13 @@ class TrainConfig:
             raise ConfigError(f"imgsz must be a multiple of {MAX_STRIDE} (the largest stride), got {self.imgsz}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain types only (safe for yaml and ``torch.load(weights_only=True)``)."""
+        """Plain types only (safe for yaml and ``torch.load(weights_only=True)``).
+
+        Example:
+            >>> d = TrainConfig.from_overrides({"epochs": 2}).to_dict()
+            >>> d["epochs"], d["optimizer"], len(d) == len(TrainConfig.keys())
+            (2, 'auto', True)
+        """
         return dataclasses.asdict(self)
 
     def augment_kwargs(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Whole-model quantization behind ``Family.quantize / dequantize / quant_info``.
+"""Whole-model quantization behind ``Model.quantize / dequantize / quant_info`` (:mod:`libreyolo.model`).
 
 It lives in ``kernels`` (not in the reference package :mod:`libreyolo.quant`) because the
 quantized layers it installs dispatch through the kernel registry; it imports nothing above

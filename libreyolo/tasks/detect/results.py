@@ -35,10 +35,17 @@ class DetMetrics(dict):  # type: ignore[type-arg]  # dict[str, float]; plain dic
         losses (dict[str, float]): mean validation loss items by name (empty when not computed).
 
     Example:
-        >>> m = LibreYOLO("LibreYOLO9t.pt").val(data="shapes", imgsz=320)  # doctest: +SKIP
-        >>> first = m.per_class[0]  # doctest: +SKIP
-        >>> m["mAP50-95"], m.maps, first["ap50"]  # doctest: +SKIP
-        >>> print(m.summary())  # doctest: +SKIP
+        >>> import tempfile
+        >>> from libreyolo import LibreYOLO
+        >>> from libreyolo.data.shapes import ensure_shapes_dataset
+        >>> data = ensure_shapes_dataset(Path(tempfile.mkdtemp()), n_train=4, n_val=2, imgsz=64)
+        >>> m = LibreYOLO("LibreYOLO9t.pt").val(data=str(data), imgsz=64, batch=2)
+        >>> m["images"], 0.0 <= m["mAP50-95"] <= m["mAP50"] <= 1.0, m.names[0], m.maps.shape
+        (2.0, True, 'circle', (6,))
+        >>> m.ap_class_index == sorted(m.per_class), sorted(m.per_class[m.ap_class_index[0]])
+        (True, ['ap50', 'ap50-95', 'images', 'instances', 'precision', 'recall'])
+        >>> m.confusion_matrix.shape, round(float(m.confusion_matrix_normalized.sum(0).max()), 6), sorted(m.speed)
+        ((7, 7), 1.0, ['inference', 'postprocess', 'preprocess'])
     """
 
     def __init__(self, values: dict[str, float], *, names: dict[int, str],
@@ -77,7 +84,17 @@ class DetMetrics(dict):  # type: ignore[type-arg]  # dict[str, float]; plain dic
         return m / np.maximum(m.sum(0, keepdims=True), 1e-12)
 
     def summary(self) -> str:
-        """The per-class table: an ``all`` row, then one row per class with ground truth."""
+        """The per-class table: an ``all`` row, then one row per class with ground truth.
+
+        Example:
+            >>> m = DetMetrics({"mAP50-95": 0.5, "mAP50": 0.75, "images": 1, "instances": 2}, names={0: "circle"},
+            ...                per_class={0: {"images": 1, "instances": 2, "ap50": 0.75, "ap50-95": 0.5}})
+            >>> print(m.summary())
+                       class  images  instances       P       R   mAP50  mAP50-95
+                         all       1          2   0.000   0.000   0.750     0.500
+                      circle       1          2   0.000   0.000   0.750     0.500
+            speed: 0.0 ms preprocess, 0.0 ms inference, 0.0 ms postprocess per image
+        """
         head = f"{'class':>16} {'images':>7} {'instances':>10} {'P':>7} {'R':>7} {'mAP50':>7} {'mAP50-95':>9}"
         lines = [head, f"{'all':>16} {int(self.get('images', 0)):>7} {int(self.get('instances', 0)):>10} "
                        f"{self.get('precision', 0.0):>7.3f} {self.get('recall', 0.0):>7.3f} "
@@ -93,7 +110,15 @@ class DetMetrics(dict):  # type: ignore[type-arg]  # dict[str, float]; plain dic
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything as JSON-ready Python types (the curves left out: see ``curves``)."""
+        """Everything as JSON-ready Python types (the curves left out: see ``curves``).
+
+        Example:
+            >>> m = DetMetrics({"mAP50-95": 0.5, "mAP50": 0.75, "images": 1, "instances": 2}, names={0: "circle"},
+            ...                per_class={0: {"images": 1, "instances": 2, "ap50": 0.75, "ap50-95": 0.5}})
+            >>> d = m.to_dict()
+            >>> d["metrics"]["mAP50"], d["per_class"]["circle"]["ap50-95"], d["maps"], d["confusion_matrix"]
+            (0.75, 0.5, [0.5], [[0, 0], [0, 0]])
+        """
         return {"metrics": {k: float(v) for k, v in self.items()},
                 "per_class": {self.names.get(c, str(c)): {k: float(v) for k, v in self.per_class[c].items()}
                               for c in self.ap_class_index},
@@ -104,5 +129,12 @@ class DetMetrics(dict):  # type: ignore[type-arg]  # dict[str, float]; plain dic
                 "save_dir": str(self.save_dir) if self.save_dir is not None else None}
 
     def to_json(self, *, indent: int | None = 2) -> str:
-        """:meth:`to_dict` as a JSON string."""
+        """:meth:`to_dict` as a JSON string.
+
+        Example:
+            >>> m = DetMetrics({"mAP50-95": 0.5, "mAP50": 0.75, "images": 1, "instances": 2}, names={0: "circle"},
+            ...                per_class={0: {"images": 1, "instances": 2, "ap50": 0.75, "ap50-95": 0.5}})
+            >>> json.loads(m.to_json(indent=None))["per_class"]
+            {'circle': {'images': 1.0, 'instances': 2.0, 'ap50': 0.75, 'ap50-95': 0.5}}
+        """
         return json.dumps(self.to_dict(), indent=indent)

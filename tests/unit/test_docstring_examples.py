@@ -1,0 +1,124 @@
+"""The ``Example:`` sections of the public API run, and every public method has one (issue 21).
+
+Each docstring with examples in :data:`MODULES` is one case, named after it
+(``libreyolo.model.Model.predict``), run by :mod:`doctest` in a temporary working directory with
+``tempfile`` pointed there too, so nothing is written into the repository or left in /tmp. The
+globals are the module's own plus the names the examples assume (:data:`PREAMBLE`, what
+``Model``'s docstring says a user imports). A failing example fails its case with doctest's report;
+:data:`REQUIRED` lists the methods, functions and classes that must have an example, and only the
+docstrings in :data:`SKIP_ALLOWED` may mark a line ``# doctest: +SKIP``.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import tempfile
+
+import pytest
+
+from libreyolo.registry import get_family
+
+MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxes",
+           "libreyolo.tasks.detect.results", "libreyolo.training.config", "libreyolo.registry",
+           "libreyolo.bench.run")
+
+PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
+
+_M = "libreyolo.model.Model."
+_R = "libreyolo.engine.results.Results."
+REQUIRED = (
+    "libreyolo.model.LibreYOLO", "libreyolo.model.Model",
+    *(_M + m for m in ("predict", "track", "train", "val", "export", "quantize", "dequantize", "quant_info",
+                       "capture_graph", "graph_info", "release_graphs", "fuse", "to", "save", "info",
+                       "prepared", "load_weights")),
+    "libreyolo.engine.results", "libreyolo.engine.results.Results",
+    *(_R + m for m in ("update", "__getitem__", "new", "cpu", "numpy", "to", "counts", "verbose", "summary",
+                       "to_df", "to_csv", "to_json", "plot", "save", "save_txt", "crops", "save_crop")),
+    "libreyolo.engine.boxes.Boxes",
+    *("libreyolo.engine.boxes.Boxes." + m for m in ("cpu", "to", "numpy", "tolist")),
+    "libreyolo.engine.boxes.Probs",
+    *("libreyolo.engine.boxes.Probs." + m for m in ("cpu", "to", "numpy", "tolist")),
+    "libreyolo.tasks.detect.results.DetMetrics",
+    *("libreyolo.tasks.detect.results.DetMetrics." + m for m in ("summary", "to_dict", "to_json")),
+    "libreyolo.training.config.TrainConfig",
+    "libreyolo.registry.families", "libreyolo.registry.get_family", "libreyolo.registry.parse_weights_name",
+    "libreyolo.bench.run.run_benchmark",
+)
+
+# properties shown in their class's example rather than each in its own docstring
+PROPERTIES = {
+    "libreyolo.engine.boxes.Boxes": ("data", "xyxy", "conf", "cls", "xywh", "xyxyn", "xywhn", "id",
+                                     "is_track", "shape"),
+    "libreyolo.engine.boxes.Probs": ("data", "top1", "top5", "top1conf", "top5conf", "shape"),
+    "libreyolo.tasks.detect.results.DetMetrics": ("ap_class_index", "maps", "confusion_matrix_normalized",
+                                                  "per_class", "confusion_matrix", "speed"),
+}
+
+SKIP_ALLOWED = {_M + "capture_graph"}  # needs a CUDA GPU
+
+
+def _collect() -> dict[str, doctest.DocTest]:
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    found: dict[str, doctest.DocTest] = {}
+    for name in MODULES:
+        module = importlib.import_module(name)
+        for test in finder.find(module, name):
+            if test.examples:
+                found[test.name] = test
+    return found
+
+
+TESTS = _collect()
+
+
+def _run(found: doctest.DocTest) -> tuple[doctest.TestResults, str]:
+    """Run one docstring's examples with the module's globals plus :data:`PREAMBLE`."""
+    globs: dict = {}
+    exec(PREAMBLE, globs)  # noqa: S102 - the fixed imports the examples assume
+    globs.update(found.globs)
+    test = doctest.DocTest(found.examples, globs, found.name, found.filename, found.lineno, found.docstring)
+    report: list[str] = []
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    return runner.run(test, out=report.append), "".join(report)
+
+
+@pytest.mark.parametrize("name", sorted(TESTS))
+def test_example_runs(name: str, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("LIBREYOLO_DATASETS_DIR", str(tmp_path / "datasets"))
+    result, report = _run(TESTS[name])
+    assert result.attempted > 0 or name in SKIP_ALLOWED, f"{name}: no example ran"
+    assert result.failed == 0, report
+
+
+def test_a_wrong_example_fails() -> None:
+    """The harness reports a wrong output and an exception (it does not pass everything)."""
+    text = ">>> LibreYOLO.__name__\n'LibreYOLO'\n>>> 1 + 1\n3\n>>> get_family('nope')\n"
+    test = doctest.DocTestParser().get_doctest(text, {"get_family": get_family}, "bad", None, 0)
+    result, report = _run(test)
+    assert (result.attempted, result.failed) == (3, 2)
+    assert "Expected:\n    3\nGot:\n    2" in report and "ConfigError" in report
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_public_api_has_example(name: str) -> None:
+    test = TESTS.get(name)
+    assert test is not None and test.examples, f"{name} has no Example: section"
+    if name not in SKIP_ALLOWED:
+        assert any(not ex.options.get(doctest.SKIP) for ex in test.examples), f"{name}: every example is SKIP"
+
+
+def test_skip_only_where_allowed() -> None:
+    skipped = sorted(n for n, t in TESTS.items() if any(ex.options.get(doctest.SKIP) for ex in t.examples))
+    assert set(skipped) <= SKIP_ALLOWED, f"examples marked SKIP outside {sorted(SKIP_ALLOWED)}: {skipped}"
+
+
+@pytest.mark.parametrize("cls", sorted(PROPERTIES))
+def test_properties_shown(cls: str) -> None:
+    sources = "".join(ex.source for n, t in TESTS.items() if n == cls or n.startswith(cls + ".")
+                      for ex in t.examples)
+    missing = [p for p in PROPERTIES[cls] if f".{p}" not in sources]
+    assert not missing, f"{cls}: no example uses {missing}"
