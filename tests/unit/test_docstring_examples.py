@@ -15,7 +15,9 @@ import doctest
 import importlib
 import tempfile
 
+import numpy as np
 import pytest
+import torch
 
 from libreyolo.registry import get_family
 
@@ -83,13 +85,28 @@ def _run(found: doctest.DocTest) -> tuple[doctest.TestResults, str]:
     return runner.run(test, out=report.append), "".join(report)
 
 
+_NUMPY_DEFAULT_PRINT = {"edgeitems": 3, "infstr": "inf", "linewidth": 75, "nanstr": "nan", "precision": 8,
+                        "suppress": False, "threshold": 1000, "formatter": None, "sign": "-", "floatmode": "maxprec",
+                        "legacy": False}
+_TORCH_PRINT_KEYS = ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")
+
+
 @pytest.mark.parametrize("name", sorted(TESTS))
 def test_example_runs(name: str, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("LIBREYOLO_DATASETS_DIR", str(tmp_path / "datasets"))
-    result, report = _run(TESTS[name])
+    # the examples show arrays as a fresh interpreter prints them: another package imported earlier
+    # in the same test process (Ultralytics sets wide, short print options on import) must not matter
+    np_opts, torch_opts = np.get_printoptions(), torch._tensor_str.PRINT_OPTS.__dict__.copy()
+    np.set_printoptions(**_NUMPY_DEFAULT_PRINT)
+    torch.set_printoptions(profile="default")
+    try:
+        result, report = _run(TESTS[name])
+    finally:
+        np.set_printoptions(**np_opts)
+        torch.set_printoptions(**{k: v for k, v in torch_opts.items() if k in _TORCH_PRINT_KEYS})
     assert result.attempted > 0 or name in SKIP_ALLOWED, f"{name}: no example ran"
     assert result.failed == 0, report
 
