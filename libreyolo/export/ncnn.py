@@ -10,7 +10,9 @@ Needs ``pip install "libreyolo[ncnn]"`` (``pnnx`` to export, ``ncnn`` to run); r
 Limits, checked at export: one fixed input shape and batch 1 (NCNN runs one image at a time;
 the backend runs a larger batch image by image), float32 only, and the raw head only in
 practice: pnnx leaves ``torch.topk``, ``torch.gather`` and the indexing of the decode
-unconverted, and an export whose graph holds an operator NCNN lacks is refused naming it.
+unconverted, and an export whose graph holds an operator NCNN lacks is refused naming it (so
+are, whatever the head, the families whose network itself holds one: the DETRs' query
+selection, YOLOX's strided-slice stem; see docs/export.md).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ def export_ncnn(model: Family, cfg: ExportConfig) -> Path:
     meta.update(format="ncnn", output_shapes=[list(r.shape) for r in ref])
     # written into a scratch folder next to the target, then moved into place: an interrupted
     # export never leaves a half-written graph where a loadable one was
-    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    # absolute: pnnx runs in a folder of its own and reads every path from there
+    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent)).resolve()
     try:
         work = scratch / "pnnx"
         work.mkdir()
@@ -109,10 +112,14 @@ def export_ncnn(model: Family, cfg: ExportConfig) -> Path:
             tail = (proc.stdout + proc.stderr)[-1500:]
             raise ExportError(f"pnnx could not convert {model.FAMILY}-{model.size} (exit {proc.returncode}): {tail}")
         bad = unconverted_layers(param.read_text())
-        if bad:
+        if bad and meta["head"] != "raw":
             raise ExportError(f"NCNN has no layer for {', '.join(bad)} in the {meta['head']!r} head of "
                               f"{model.FAMILY}-{model.size} (pnnx left them as PyTorch operators); export "
                               "NCNN with decode=False and nms=False (the raw outputs)")
+        if bad:
+            raise ExportError(f"NCNN has no layer for {', '.join(bad)} in the network of {model.FAMILY}-"
+                              f"{model.size} (pnnx left them as PyTorch operators), so NCNN cannot run this "
+                              "family; export it as onnx, openvino or torchscript")
         shutil.rmtree(work)
         (scratch / META_FILE).write_text(json.dumps(meta))
         if folder.exists():

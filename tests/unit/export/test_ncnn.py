@@ -56,9 +56,11 @@ def _untrained(name: str) -> Model:
 
 
 @pytest.mark.parametrize("name", ["yolo9", "resnet"])
-def test_raw_outputs_match_pytorch(name: str, tmp_path: Path, portable) -> None:
+def test_raw_outputs_match_pytorch(name: str, tmp_path: Path, portable, monkeypatch: pytest.MonkeyPatch) -> None:
     model = _untrained(name)
-    folder = model.export(format="ncnn", imgsz=64, file=str(tmp_path / name))
+    monkeypatch.chdir(tmp_path)  # a relative output path (pnnx runs in a folder of its own)
+    folder = model.export(format="ncnn", imgsz=64, file=name)
+    assert folder == Path(f"{name}_ncnn_model") and folder.is_dir()
     loaded = LibreYOLO(folder)
     assert loaded.FAMILY == model.FAMILY and loaded.names == model.names and loaded.head == "raw"
     x = torch.cat((sample_batch(64), torch.rand(1, 3, 64, 64)))  # batch 3 through a batch-1 export
@@ -117,6 +119,10 @@ def test_refusals_name_the_fix(trained, trained_ncnn: Path, tmp_path: Path) -> N
     with pytest.raises(ExportError, match=r"no layer for .*torch\.topk.*decode=False"):
         model.export(format="ncnn", imgsz=64, decode=True, file=str(tmp_path / "d"))
     assert not list(tmp_path.iterdir())  # a refused export leaves nothing behind
+    yolox = Model(get_family("yolox")(size="nano", nc=3))  # its stem slices with a stride: no NCNN layer
+    with pytest.raises(ExportError, match=r"Tensor\.slice in the network of yolox-nano.*cannot run this family"):
+        yolox.export(format="ncnn", imgsz=64, file=str(tmp_path / "yx"))
+    assert not list(tmp_path.iterdir())
     with pytest.raises(ExportError, match="dynamic=False"):
         model.export(format="ncnn", imgsz=64, dynamic=True, file=str(tmp_path / "x"))
     with pytest.raises(ExportError, match="batch=1"):
