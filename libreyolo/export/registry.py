@@ -34,7 +34,9 @@ class ExportFormat:
     ``"module:function"`` with signature ``(model, cfg: ExportConfig) -> Path``; backend:
     ``"module:class"`` whose ``cls(path, device=...)`` is the loaded model; extra: the pip extra
     (or package) the format needs; runs: what executes the file (for docs and errors);
-    file_suffixes: further suffixes a path may have and still be this format (``.xml``).
+    file_suffixes: further suffixes a path may have and still be this format (``.xml``);
+    marker: for a folder format, the glob of the graph file that, beside ``libreyolo.json``,
+    makes a folder of another name this format (``*.xml``).
     """
 
     name: str
@@ -45,6 +47,7 @@ class ExportFormat:
     runs: str
     dir_suffix: bool = False
     file_suffixes: tuple[str, ...] = ()
+    marker: str = ""
 
     def default_path(self, stem: str) -> Path:
         return Path(stem + self.suffix)
@@ -62,7 +65,8 @@ class ExportFormat:
         if self.dir_suffix:
             # by name, or a folder of another name holding an export's metadata beside its graph
             return (path.name.endswith(self.suffix) or path.suffix in self.file_suffixes
-                    or (path.is_dir() and (path / "libreyolo.json").is_file() and any(path.glob("*.xml"))))
+                    or (bool(self.marker) and path.is_dir() and (path / "libreyolo.json").is_file()
+                        and any(path.glob(self.marker))))
         return path.suffix in (self.suffix, *self.file_suffixes)
 
     def load_exporter(self) -> Callable[..., Path]:
@@ -99,7 +103,7 @@ def get_format(name: str) -> ExportFormat:
 
 def format_of_path(path: str | Path) -> ExportFormat | None:
     """The format whose layout ``path`` has (``x.onnx``, ``x.torchscript``, an OpenVINO folder or
-    its ``.xml``), or ``None`` for anything else (a checkpoint, a weights name)."""
+    its ``.xml``, an NCNN folder or its ``.param``), or ``None`` for anything else (a checkpoint, a weights name)."""
     p = Path(path)
     for fmt in _FORMATS.values():
         if fmt.matches(p):
@@ -124,5 +128,10 @@ register_format(ExportFormat(
 register_format(ExportFormat(
     name="openvino", suffix="_openvino_model", exporter="libreyolo.export.openvino:export_openvino",
     backend="libreyolo.export.openvino:OpenVINOBackend", extra="libreyolo[openvino]", runs="OpenVINO Runtime",
-    dir_suffix=True, file_suffixes=(".xml",),
+    dir_suffix=True, file_suffixes=(".xml",), marker="*.xml",
+))
+register_format(ExportFormat(
+    name="ncnn", suffix="_ncnn_model", exporter="libreyolo.export.ncnn:export_ncnn",
+    backend="libreyolo.export.ncnn:NCNNBackend", extra="libreyolo[ncnn]", runs="NCNN (CPU)",
+    dir_suffix=True, file_suffixes=(".param",), marker="*.ncnn.param",
 ))

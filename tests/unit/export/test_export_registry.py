@@ -21,18 +21,26 @@ from libreyolo.ops.candidates import select_detections
 
 
 def test_registry_lists_formats_and_finds_them_by_path(tmp_path: Path) -> None:
-    assert {"onnx", "torchscript", "openvino"} <= set(format_names())
+    assert {"onnx", "torchscript", "openvino", "ncnn"} <= set(format_names())
     assert get_format("ONNX").name == "onnx"
     assert format_of_path("a/b.onnx").name == "onnx"
     assert format_of_path("m.torchscript").name == "torchscript"
     assert format_of_path("m_openvino_model").name == "openvino"
     assert format_of_path("m_openvino_model/m.xml").name == "openvino"
+    assert format_of_path("m_ncnn_model").name == "ncnn"
+    assert format_of_path("m_ncnn_model/model.ncnn.param").name == "ncnn"
     assert format_of_path("LibreYOLO9t.pt") is None
     assert format_of_path(tmp_path) is None  # an empty folder is no OpenVINO model
     (tmp_path / "annotations.xml").write_text("<a/>")
     assert format_of_path(tmp_path) is None  # nor is a folder of XML labels
     (tmp_path / "libreyolo.json").write_text("{}")
     assert format_of_path(tmp_path).name == "openvino"  # a renamed export folder is
+    ncnn_dir = tmp_path / "renamed"
+    ncnn_dir.mkdir()
+    (ncnn_dir / "libreyolo.json").write_text("{}")
+    assert format_of_path(ncnn_dir) is None  # metadata alone names no format
+    (ncnn_dir / "model.ncnn.param").write_text("7767517\n")
+    assert format_of_path(ncnn_dir).name == "ncnn"  # a renamed NCNN folder, by its .param
     with pytest.raises(ExportError, match=r"unknown export format 'torchscrpt'.*'torchscript'.*onnx, "):
         get_format("torchscrpt")
 
@@ -43,6 +51,8 @@ def test_output_paths_take_the_format_suffix() -> None:
     assert get_format("torchscript").output_path("m", "X") == Path("m.torchscript")
     assert get_format("openvino").output_path("dir/m", "X") == Path("dir/m_openvino_model")
     assert get_format("openvino").output_path(None, "LibreYOLO9t") == Path("LibreYOLO9t_openvino_model")
+    assert get_format("ncnn").output_path("dir/m", "X") == Path("dir/m_ncnn_model")
+    assert get_format("ncnn").output_path(None, "LibreYOLO9t") == Path("LibreYOLO9t_ncnn_model")
 
 
 def test_registering_a_different_format_under_a_taken_name_raises() -> None:
