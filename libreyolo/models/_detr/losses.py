@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ...device import autocast
 from ...ops.boxes import bbox_giou, xywh_to_xyxy
 from .decoder import DecoderTrainOutput
 from .hungarian import HungarianMatcher
@@ -159,7 +160,7 @@ class DETRTrainLoss:
         dn = decoder.make_denoising(labels, boxes, num_queries=decoder.num_selected(feats), max_gt_cap=self.max_dn_gt)
         dtype = feats[0].dtype
         if dtype in (torch.float16, torch.bfloat16):
-            with torch.autocast(feats[0].device.type, dtype=dtype):
+            with autocast(feats[0].device, dtype, cache=True):
                 return decoder(feats, dn)
         return decoder(feats, dn)
 
