@@ -21,7 +21,6 @@ import json
 import logging
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,13 +31,13 @@ from torch import Tensor
 from ..backends.exported import ExportedBackend
 from ..errors import CheckpointError, ConfigError, ExportError
 from .config import ExportConfig
+from .staging import META_FILE, staged_folder
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
 
 logger = logging.getLogger(__name__)
 
-META_FILE = "libreyolo.json"
 PARAM_FILE = "model.ncnn.param"
 BIN_FILE = "model.ncnn.bin"
 INSTALL = 'pip install "libreyolo[ncnn]"'
@@ -91,11 +90,8 @@ def export_ncnn(model: Family, cfg: ExportConfig) -> Path:
         ref = graph(x)
     ref = list(ref) if isinstance(ref, (list, tuple)) else [ref]
     meta.update(format="ncnn", output_shapes=[list(r.shape) for r in ref])
-    # written into a scratch folder next to the target, then moved into place: an interrupted
-    # export never leaves a half-written graph where a loadable one was
-    # absolute: pnnx runs in a folder of its own and reads every path from there
-    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent)).resolve()
-    try:
+    # the scratch folder is absolute: pnnx runs in a folder of its own and reads every path from there
+    with staged_folder(folder, meta) as scratch:
         work = scratch / "pnnx"
         work.mkdir()
         ts = work / "model.pt"
@@ -121,13 +117,6 @@ def export_ncnn(model: Family, cfg: ExportConfig) -> Path:
                               f"{model.size} (pnnx left them as PyTorch operators), so NCNN cannot run this "
                               "family; export it as onnx, openvino or torchscript")
         shutil.rmtree(work)
-        (scratch / META_FILE).write_text(json.dumps(meta))
-        if folder.exists():
-            shutil.rmtree(folder)
-        scratch.rename(folder)
-    finally:
-        if scratch.exists():
-            shutil.rmtree(scratch, ignore_errors=True)
     logger.info("exported %s-%s to %s", model.FAMILY, model.size, folder)
     return folder
 

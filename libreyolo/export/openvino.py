@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,13 +21,13 @@ from torch import Tensor
 from ..backends.exported import ExportedBackend
 from ..errors import CheckpointError, ExportError
 from .config import ExportConfig
+from .staging import META_FILE, staged_folder
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
 
 logger = logging.getLogger(__name__)
 
-META_FILE = "libreyolo.json"
 
 
 def _require_openvino(error: type[Exception]) -> Any:
@@ -56,10 +54,7 @@ def export_openvino(model: Family, cfg: ExportConfig) -> Path:
     meta = json.loads({p.key: p.value for p in proto.metadata_props}["libreyolo"])
     meta["format"] = "openvino"
     fit_gather_elements(proto)
-    # written into a scratch folder next to the target, then moved into place: an interrupted
-    # export never leaves a half-written IR where a loadable one was
-    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
+    with staged_folder(folder, meta) as scratch:
         onnx_file = scratch / f"{stem}.onnx"
         onnx_file.write_bytes(proto.SerializeToString())
         try:
@@ -71,13 +66,6 @@ def export_openvino(model: Family, cfg: ExportConfig) -> Path:
         except Exception as e:  # noqa: BLE001 - converter failures become one typed error
             raise ExportError(f"OpenVINO conversion of {model.FAMILY}-{model.size} failed: {e}") from e
         onnx_file.unlink()
-        (scratch / META_FILE).write_text(json.dumps(meta))
-        if folder.exists():
-            shutil.rmtree(folder)
-        scratch.rename(folder)
-    finally:
-        if scratch.exists():
-            shutil.rmtree(scratch, ignore_errors=True)
     logger.info("exported %s-%s to %s", model.FAMILY, model.size, folder)
     return folder
 

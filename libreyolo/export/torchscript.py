@@ -30,13 +30,13 @@ from ..backends.exported import ExportedBackend
 from ..errors import CheckpointError, ExportError
 from .config import ExportConfig
 from .graph import build_export_graph
+from .staging import META_FILE
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
 
 logger = logging.getLogger(__name__)
 
-META_FILE = "libreyolo.json"
 
 
 def export_torchscript(model: Family, cfg: ExportConfig) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import env
@@ -45,6 +46,26 @@ def hub_offline_reason() -> str | None:
     return None
 
 
+def cache_then_download(fetch: Callable[[bool], Path], *, what: str, tried: list[str]) -> Path | None:
+    """``fetch(local_only=True)`` (the Hub cache), then ``fetch(local_only=False)`` (a download,
+    unless :func:`hub_offline_reason` says the Hub is off); each failure becomes one entry of
+    ``tried`` naming ``what`` and the error's whole first line. ``None`` when both failed."""
+    for local_only in (True, False):
+        where = f"Hub cache {what}" if local_only else f"Hub download {what}"
+        where = where.rstrip()
+        if not local_only:
+            offline = hub_offline_reason()
+            if offline:
+                tried.append(f"{where} (skipped: {offline})")
+                return None
+        try:
+            return fetch(local_only)
+        except Exception as e:  # noqa: BLE001 - every Hub failure mode becomes one clear error
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""  # a whole first line, never cut
+            tried.append(f"{where} ({type(e).__name__}{': ' + msg if msg else ''})")
+    return None
+
+
 def find_weights(name: str) -> Path:
     """Locate the file for ``name``; raise :class:`CheckpointError` saying what was tried."""
     tried: list[str] = []
@@ -80,18 +101,11 @@ def find_weights(name: str) -> Path:
         return cand
     tried.append(f"bundled weights {base!r} (not shipped)")
     repo = env.get("LIBREYOLO_HUB_REPO") or ""
-    for local_only in (True, False):
-        where = "Hub cache" if local_only else "Hub download"
-        if not local_only:
-            offline = hub_offline_reason()
-            if offline:
-                tried.append(f"{where} {repo}/{base} (skipped: {offline})")
-                break
-        try:
-            return Path(hub_download(base, repo_id=repo, local_files_only=local_only))
-        except Exception as e:  # noqa: BLE001 - every Hub failure mode becomes one clear error
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""  # a whole first line, never cut
-            tried.append(f"{where} {repo}/{base} ({type(e).__name__}{': ' + msg if msg else ''})")
+    found = cache_then_download(lambda local_only: Path(hub_download(base, repo_id=repo,
+                                                                     local_files_only=local_only)),
+                                what=f"{repo}/{base}", tried=tried)
+    if found is not None:
+        return found
     raise CheckpointError(
         f"could not find weights {name!r}. Tried: " + "; ".join(tried)
         + f". To build an untrained model instead use LibreYOLO({base!r}, pretrained=False)"
@@ -138,26 +152,20 @@ def hub_repo_weights(name: str) -> Path | None:
         return None
     repo, rev = m["repo"], m["rev"]
     tried: list[str] = []
-    for local_only in (True, False):
-        where = "Hub cache" if local_only else "Hub download"
-        if not local_only:
-            offline = hub_offline_reason()
-            if offline:
-                tried.append(f"{where} (skipped: {offline})")
-                break
-        try:
-            from huggingface_hub import hf_hub_download
 
-            hf_hub_download(repo_id=repo, filename="config.json", revision=rev, local_files_only=local_only)
-            for fname in _SNAPSHOT_WEIGHTS:
-                try:
-                    return Path(hf_hub_download(repo_id=repo, filename=fname, revision=rev,
-                                                local_files_only=local_only))
-                except Exception as e:  # noqa: BLE001 - try the next file name, then report
-                    last = e
-            raise last
-        except Exception as e:  # noqa: BLE001 - every Hub failure mode becomes one clear error
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            tried.append(f"{where} ({type(e).__name__}{': ' + msg if msg else ''})")
+    def fetch(local_only: bool) -> Path:
+        from huggingface_hub import hf_hub_download
+
+        hf_hub_download(repo_id=repo, filename="config.json", revision=rev, local_files_only=local_only)
+        for fname in _SNAPSHOT_WEIGHTS:
+            try:
+                return Path(hf_hub_download(repo_id=repo, filename=fname, revision=rev, local_files_only=local_only))
+            except Exception as e:  # noqa: BLE001 - try the next file name, then report
+                last = e
+        raise last
+
+    found = cache_then_download(fetch, what="", tried=tried)
+    if found is not None:
+        return found
     raise CheckpointError(f"could not get Hub repository {repo!r} (config.json + model.safetensors or "
                           f"pytorch_model.bin); tried: " + "; ".join(tried) + ".")

@@ -1,0 +1,32 @@
+"""Folder exports written atomically: into a scratch folder beside the target, moved into place
+only when complete, so an interrupted or failed export never leaves a half-written model where a
+loadable one was. Shared by the OpenVINO and NCNN exporters."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+META_FILE = "libreyolo.json"  # the export's metadata beside the runtime's files
+
+
+@contextmanager
+def staged_folder(folder: Path, meta: dict[str, Any]) -> Iterator[Path]:
+    """Yield an absolute scratch folder in ``folder.parent``; when the block ends without an
+    error, write ``meta`` as :data:`META_FILE` into it and replace ``folder`` with it. The scratch
+    folder is removed in every case."""
+    scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent)).resolve()
+    try:
+        yield scratch
+        (scratch / META_FILE).write_text(json.dumps(meta))
+        if folder.exists():
+            shutil.rmtree(folder)
+        scratch.rename(folder)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
