@@ -146,24 +146,58 @@ def run_libreyolo(arm: str, a: argparse.Namespace) -> dict[str, Any]:
     model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=6)
     overrides = arm_overrides(a, cuda_graph=arm == "lib-graph")
     overrides.update(json.loads(a.lib_overrides or "{}"))
+    prof = profile_validation() if a.profile_val else None
     trainer, result, epochs, wall = train_arm(model, overrides)
     step_cost = time_step_and_ema(trainer)
-    return {"step_cost_ms": step_cost, "library": f"libreyolo {libreyolo.__version__}", "model": "yolo9-t", "wall_s": round(wall, 2),
+    extra = {"profile_val": prof.report()} if prof is not None else {}
+    return {**extra, "step_cost_ms": step_cost, "library": f"libreyolo {libreyolo.__version__}", "model": "yolo9-t", "wall_s": round(wall, 2),
             "epochs": epochs, "optimizer_steps": trainer.total_steps, "accumulate": trainer.accumulate,
             "warmup_iters": trainer.schedule.warmup_iters, "cuda_graph": result.get("cuda_graph"),
             "overrides": overrides}
 
 
+class _ValidationProfile:
+    """cProfile of every validation the trainer runs (``Trainer._validate`` wrapped)."""
+
+    def __init__(self) -> None:
+        import cProfile
+
+        from libreyolo.training.trainer import Trainer
+
+        self.prof, original = cProfile.Profile(), Trainer._validate
+
+        def profiled(trainer: Any, *, final: bool) -> Any:
+            self.prof.enable()
+            try:
+                return original(trainer, final=final)
+            finally:
+                self.prof.disable()
+
+        Trainer._validate = profiled  # this child process trains one arm only
+
+    def report(self, top: int = 25) -> list[str]:
+        import io
+        import pstats
+
+        buf = io.StringIO()
+        pstats.Stats(self.prof, stream=buf).sort_stats("tottime").print_stats(top)
+        return [ln for ln in buf.getvalue().splitlines() if ln.strip()][-(top + 2):]
+
+
+def profile_validation() -> _ValidationProfile:
+    return _ValidationProfile()
+
+
 def time_step_and_ema(trainer: Any, iters: int = 50) -> dict[str, float]:
-    """Median ms of the trainer's optimizer step (unscale, clip, step, scaler update) and of one EMA
-    update, on the trained network with synthetic gradients, synchronised around each call (SPEC
-    issue 17 target: both together at most 5 ms for yolo9-t). Runs after training: the results are
-    already written."""
+    """Median ms of the trainer's own optimizer step (``trainer.opt_step``: unscale, clip, step,
+    scaler update) and of one EMA update, on the trained network with synthetic gradients,
+    synchronised around each call (issue 17 target: both together at most 5 ms for yolo9-t). Runs
+    after training: the results are already written."""
     import torch
 
     from libreyolo.bench.timing import time_wall
 
-    net, opt, scaler, ema = trainer.net, trainer.optimizer, trainer.scaler, trainer.ema
+    net, opt, ema = trainer.net, trainer.optimizer, trainer.ema
     params = [p for p in net.parameters() if p.requires_grad]
     gen = torch.Generator(device=params[0].device).manual_seed(0)
     for p in params:
@@ -171,15 +205,8 @@ def time_step_and_ema(trainer: Any, iters: int = 50) -> dict[str, float]:
     for g in opt.param_groups:
         g["lr"] = 0.0  # the weights keep their values while timing
 
-    def step() -> None:
-        scaler.unscale_(opt)
-        if trainer.cfg.clip_grad > 0:
-            torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm=trainer.cfg.clip_grad)
-        scaler.step(opt)
-        scaler.update()
-
     out: dict[str, float] = {}
-    arms = {"optimizer_step": step}
+    arms = {"optimizer_step": trainer.opt_step}
     if ema is not None:
         arms["ema_update"] = lambda: ema.update(net)
     for name, fn in arms.items():  # 5 warm-up calls, then the median of ``iters`` synchronised calls
@@ -274,6 +301,8 @@ def parent(a: argparse.Namespace) -> None:
                str(a.batch), "--workers", str(a.workers), "--device", a.device]
         if a.lib_overrides:
             cmd += ["--lib-overrides", a.lib_overrides]
+        if a.profile_val:
+            cmd += ["--profile-val"]
         logger.info("arm %s: %s", arm, " ".join(cmd))
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, env={**os.environ, "YOLO_OFFLINE": "true"}, timeout=a.arm_timeout, check=False)
@@ -306,6 +335,8 @@ def main() -> None:
     ap.add_argument("--ul-python", default=None, help="interpreter that has ultralytics (default: this one)")
     ap.add_argument("--lib-overrides", default=None, help='JSON train() keys for the libreyolo arms, e.g. \'{"nbs": 16}\'')
     ap.add_argument("--arm-timeout", type=float, default=1800.0)
+    ap.add_argument("--profile-val", action="store_true",
+                    help="libreyolo arms: cProfile of the validations, top functions in the arm's JSON")
     ap.add_argument("--merge", action="store_true", help="keep the other arms already in OUT/peer_train.json")
     ap.add_argument("--child", dest="arm", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)

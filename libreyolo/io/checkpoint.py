@@ -219,9 +219,11 @@ def model_metadata(model: Family) -> dict[str, Any]:
     return meta
 
 
-def save_model(model: Family, path: Path, *, extra: dict[str, Any] | None = None,
-               state_dict: dict[str, torch.Tensor] | None = None) -> Path:
-    """Write ``model`` (or ``state_dict`` in its place, e.g. EMA weights) with metadata."""
+def checkpoint_object(model: Family, *, extra: dict[str, Any] | None = None,
+                      state_dict: dict[str, torch.Tensor] | None = None) -> dict[str, Any]:
+    """What :func:`save_model` writes: metadata, a CPU copy of the weights, ``extra``. Every tensor
+    is copied, so the object no longer changes when training goes on (it can be written later,
+    e.g. from another thread)."""
     if model.fused:
         raise CheckpointError("a fused model cannot be saved as a trainable checkpoint; save before fuse()")
     sd = state_dict if state_dict is not None else model.net.state_dict()
@@ -229,6 +231,13 @@ def save_model(model: Family, path: Path, *, extra: dict[str, Any] | None = None
                            "model": {k: v.detach().cpu().clone() for k, v in sd.items()}}
     if extra:
         obj.update(extra)
+    return obj
+
+
+def save_model(model: Family, path: Path, *, extra: dict[str, Any] | None = None,
+               state_dict: dict[str, torch.Tensor] | None = None) -> Path:
+    """Write ``model`` (or ``state_dict`` in its place, e.g. EMA weights) with metadata."""
+    obj = checkpoint_object(model, extra=extra, state_dict=state_dict)
     if Path(path).suffix == ".safetensors":
         from safetensors.torch import save as save_bytes
 

@@ -9,6 +9,13 @@ never leaves a corrupt file; the temporary files a kill leaves behind (``.last.p
 removed at the start of the next save or resume. With ``save_period=N``, ``epoch<N>.pt`` (1-based,
 as in ``results.csv``) is a resumable copy of ``last.pt`` every N epochs (copied, then renamed).
 
+Writing happens in the background: :meth:`Checkpointer.save` copies everything the epoch's files
+hold to host memory (the training loop then goes on changing its tensors freely) and hands the
+serialisation, fsync and rename to one worker thread (:class:`BackgroundWriter`), so the next
+epoch does not wait for the disk. At most one write is pending: the next save, ``strip_last``,
+``load_final`` and ``close`` wait for it first, and an error of the write (a full disk) is raised
+there.
+
 Resume reproduces the uninterrupted run exactly (bit for bit on the CPU) at epoch boundaries,
 because an epoch boundary is a clean cut: every epoch ends with an optimizer step (no gradient is
 carried into the next epoch), the sampler and the augmentation are functions of
@@ -24,6 +31,8 @@ import logging
 import math
 import random
 import shutil
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +89,59 @@ def restore_rng(rng: dict[str, Any] | None, *, loader_generator: torch.Generator
         torch.cuda.set_rng_state(rng["cuda"], device)
 
 
+def host_copy(obj: Any) -> Any:
+    """``obj`` with every tensor inside (dicts, lists, tuples) replaced by a CPU copy of it.
+
+    Example:
+        >>> host_copy({"a": [torch.ones(2)], "b": 3})
+        {'a': [tensor([1., 1.])], 'b': 3}
+    """
+    if isinstance(obj, Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: host_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(host_copy(v) for v in obj)
+    return obj
+
+
+class BackgroundWriter:
+    """Runs one write at a time on a worker thread; :meth:`wait` blocks until it is done and raises
+    its error, if any.
+
+    Example:
+        >>> w = BackgroundWriter()
+        >>> w.submit(lambda: None)
+        >>> w.wait()
+        >>> w.close()
+    """
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
+
+    def submit(self, write: Callable[[], None]) -> None:
+        """Wait for the previous write, then start ``write()`` in the background."""
+        self.wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="libreyolo-checkpoint")
+        self._pending = self._pool.submit(write)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Wait for the pending write and stop the thread (the error of the write, if any, is raised)."""
+        try:
+            self.wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+
 class Checkpointer:
     """The run's ``weights/`` folder: writes ``last.pt`` / ``best.pt`` / ``epoch<N>.pt``, strips
     ``last.pt`` at the end, and loads a resumed run's optimizer, EMA and scaler state.
@@ -97,6 +159,15 @@ class Checkpointer:
         self.optimizer, self.scaler = optimizer, scaler
         self.loader_generator, self.device = loader_generator, device
         self.saved_epochs: int | None = None
+        self.writer = BackgroundWriter()
+
+    def wait(self) -> None:
+        """Block until the pending background write is on disk (raises its error, if any)."""
+        self.writer.wait()
+
+    def close(self) -> None:
+        """Finish the pending write and stop the writer thread."""
+        self.writer.close()
 
     def restore(self, st: dict[str, Any]) -> Progress:
         """Load a checkpoint's ``train_state`` into the optimizer, EMA and scaler; returns its counters."""
@@ -114,6 +185,7 @@ class Checkpointer:
         and remembers the file (``ckpt_path``); returns that file."""
         from ..io.checkpoint import load_state_into, read_checkpoint
 
+        self.wait()
         best = self.wdir / "best.pt"
         src = best if best.is_file() else self.wdir / "last.pt"
         load_state_into(self.model, read_checkpoint(src)["model"], strict=True, where=str(src))
@@ -135,12 +207,14 @@ class Checkpointer:
         stopped early (interrupt, error, ``time_limit``, ``patience``) keeps it resumable."""
         from ..io.checkpoint import save_model
 
+        self.wait()
         save_model(self.model, self.wdir / "last.pt", state_dict=self.weights(),
                    extra=self._common(cfg, epoch, metrics))
 
     def save(self, cfg: TrainConfig, metrics: dict[str, float], progress: Progress, *, best: bool) -> None:
-        """The epoch's ``last.pt`` (resumable), ``best.pt`` when ``best``, ``epoch<N>.pt`` every ``save_period``."""
-        from ..io.checkpoint import save_model
+        """The epoch's ``last.pt`` (resumable), ``best.pt`` when ``best``, ``epoch<N>.pt`` every
+        ``save_period``: copied to host memory now, written in the background (module docstring)."""
+        from ..io.checkpoint import atomic_save, checkpoint_object
 
         epoch = progress.epoch
         common = self._common(cfg, epoch, metrics)
@@ -149,24 +223,31 @@ class Checkpointer:
             "best_fitness": progress.best_fitness,
             "best_metrics": dict(progress.best_metrics),
             "net": {k: v.detach().cpu().clone() for k, v in self.net.state_dict().items()},
-            "optimizer": self.optimizer.state_dict(),
-            "ema": self.ema.state_dict() if self.ema is not None else None,
+            "optimizer": host_copy(self.optimizer.state_dict()),
+            "ema": host_copy(self.ema.state_dict()) if self.ema is not None else None,
             "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
             "last_opt_step": progress.last_opt_step,
             "stale": int(progress.stale),
             "rng": rng_state(self.loader_generator, device=self.device),
             "schedule": {"epochs": cfg.epochs, "lrf": cfg.lrf, "cos": cfg.cos_lr},
         }
-        weights = self.weights()
-        remove_stale_tmp(self.wdir)  # the writer also does this per file where io.checkpoint supports it
-        save_model(self.model, self.wdir / "last.pt", state_dict=weights, extra={**common, "train_state": state})
-        if best:
-            save_model(self.model, self.wdir / "best.pt", state_dict=weights, extra=common)
-        if cfg.save_period > 0 and (epoch + 1) % cfg.save_period == 0:  # a resumable copy of last.pt
-            tmp = self.wdir / f".epoch{epoch + 1}.pt.copy"
-            shutil.copyfile(self.wdir / "last.pt", tmp)
-            tmp.replace(self.wdir / f"epoch{epoch + 1}.pt")
-        self.saved_epochs = epoch + 1
+        last = checkpoint_object(self.model, state_dict=self.weights(), extra={**common, "train_state": state})
+        best_obj = {k: v for k, v in last.items() if k != "train_state"} if best else None
+        period = cfg.save_period > 0 and (epoch + 1) % cfg.save_period == 0
+        wdir = self.wdir
+
+        def write() -> None:
+            remove_stale_tmp(wdir)  # the writer also does this per file where io.checkpoint supports it
+            atomic_save(last, wdir / "last.pt")
+            if best_obj is not None:
+                atomic_save(best_obj, wdir / "best.pt")
+            if period:  # a resumable copy of last.pt
+                tmp = wdir / f".epoch{epoch + 1}.pt.copy"
+                shutil.copyfile(wdir / "last.pt", tmp)
+                tmp.replace(wdir / f"epoch{epoch + 1}.pt")
+            self.saved_epochs = epoch + 1
+
+        self.writer.submit(write)
 
 
 def rng_state(loader_generator: torch.Generator | None = None, *,

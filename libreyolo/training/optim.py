@@ -132,3 +132,35 @@ def freeze_modules(net: nn.Module, spec: int | str) -> tuple[int, int]:
             param.requires_grad_(False)
             frozen += param.numel()
     return frozen, total
+
+
+class OptimizerStep:
+    """One optimiser step of the loop: unscale (AMP), clip, step, scaler update.
+
+    The trainable parameters are listed once, at construction, so a step walks no module tree
+    (``net.parameters()`` on a 1,300-tensor detector costs milliseconds of Python per call). The
+    list is the parameters with ``requires_grad`` in ``net.parameters()`` order, the same order
+    ``clip_grad_norm_(net.parameters())`` sees after it drops the gradient-less ones, so the
+    total norm is summed in the same order and comes out bit for bit the same.
+
+    Example:
+        >>> net = nn.Linear(4, 2)
+        >>> opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        >>> step = OptimizerStep(net, opt, torch.amp.GradScaler("cpu", enabled=False), clip_grad=10.0)
+        >>> net(torch.ones(1, 4)).sum().backward()
+        >>> step()
+        >>> len(step.params)
+        2
+    """
+
+    def __init__(self, net: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, *,
+                 clip_grad: float) -> None:
+        self.optimizer, self.scaler, self.clip_grad = optimizer, scaler, float(clip_grad)
+        self.params = [p for p in net.parameters() if p.requires_grad]
+
+    def __call__(self) -> None:
+        self.scaler.unscale_(self.optimizer)
+        if self.clip_grad > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, max_norm=self.clip_grad)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()

@@ -57,6 +57,7 @@ from .data_setup import DataSetup, task_defaults
 from .distributed import Distributed, all_true
 from .ema import ModelEMA
 from .loggers import ResultsLogger
+from .optim import OptimizerStep
 from .plan import FEW_STEPS, plan_steps  # noqa: F401 (FEW_STEPS re-exported)
 from .run_dir import after_failure, open_run_dir
 from .seeding import Deterministic, seed_all
@@ -162,6 +163,11 @@ class Trainer:
     def _after_failure(self, *, interrupted: bool) -> None:
         """A run that stops early (:func:`~libreyolo.training.run_dir.after_failure`): a resume hint,
         or the run folder this run created removed when it holds no checkpoint."""
+        if self.checkpointer is not None:  # the last epoch's files first (a write error is logged:
+            try:                           # the exception that stopped the run is the one raised)
+                self.checkpointer.wait()
+            except Exception as e:  # noqa: BLE001
+                logger.error("the last checkpoint write failed too: %s", e)
         if self.is_main and self.save_dir is not None:
             after_failure(self.save_dir, interrupted=interrupted, created=self._made_run_dir,
                           saved_epochs=lambda: getattr(self.checkpointer, "saved_epochs", None) or self.start_epoch,
@@ -230,6 +236,7 @@ class Trainer:
         if cfg.amp and self.device.type == "cuda":
             self.amp_dtype = torch.bfloat16 if cfg.amp_dtype == "bfloat16" else torch.float16
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp_dtype == torch.float16)
+        self.opt_step = OptimizerStep(self.net, self.optimizer, self.scaler, clip_grad=cfg.clip_grad)
         self.ema = ModelEMA(self.net, decay=cfg.ema_decay, tau=cfg.ema_tau) if cfg.ema else None
         self.checkpointer = Checkpointer(self.model, self.save_dir / "weights", net=self.net, ema=self.ema,
                                          optimizer=self.optimizer, scaler=self.scaler, device=self.device,
@@ -394,11 +401,7 @@ class Trainer:
         return meter.final()
 
     def _optimizer_step(self) -> None:
-        self.scaler.unscale_(self.optimizer)
-        if self.cfg.clip_grad > 0:
-            torch.nn.utils.clip_grad_norm_(self.net.parameters(), max_norm=self.cfg.clip_grad)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        self.opt_step()  # unscale, clip, step, scaler update (.optim.OptimizerStep)
         self._zero_grad()
         if self.ema is not None:
             self.ema.update(self.net)
@@ -429,7 +432,17 @@ class Trainer:
 
     # ------------------------------------------------------------------ end
     def teardown(self) -> None:
-        """Release loaders, loggers and the process group (also after an exception or KeyboardInterrupt)."""
+        """Finish the checkpoint write; release loaders, loggers and the process group (also after an
+        exception or KeyboardInterrupt)."""
+        if self.checkpointer is not None:
+            try:
+                self.checkpointer.close()
+            finally:
+                self._teardown_rest()
+        else:
+            self._teardown_rest()
+
+    def _teardown_rest(self) -> None:
         if self.data is not None:
             self.data.close()
         if self.results is not None:

@@ -143,6 +143,8 @@ def test_crash_between_write_and_rename_keeps_old_last_pt(tiny_shapes, tmp_path,
 
     def crashing_save(self, epoch, metrics, *, best):
         if epoch == 1:
+            self.checkpointer.wait()  # epoch 0's background write is on disk; epoch 1's rename fails
+
             def boom(src, dst):
                 raise OSError("simulated crash before rename")
 
@@ -254,6 +256,7 @@ def test_non_finite_batches_are_skipped_and_left_out_of_the_means(tiny_shapes, t
     t.setup()
     if scaler:
         t.scaler = torch.amp.GradScaler("cpu", enabled=True, init_scale=1.0)
+        t.opt_step.scaler = t.scaler  # the step uses the trainer's scaler
     criterion, calls, good, bad = t.criterion, [], [], {2, 5}
 
     def poisoned(preds, batch):
