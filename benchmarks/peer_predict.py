@@ -71,9 +71,43 @@ def time_calls(fn: Any, *, device: torch.device, warmup: int, iters: int) -> dic
     return timing.time_wall(fn, device=device, iters=iters, warmup=warmup)
 
 
+class ArmTimer:
+    """Times the end-to-end arms: each one at once (``interleave=False``), or all of them
+    together at the end, one call of each arm per round (``interleave=True``,
+    ``libreyolo.bench.timing.time_interleaved``), so a change of the shared host's load hits every
+    arm alike instead of whichever arm ran at that moment."""
+
+    def __init__(self, *, interleave: bool, device: torch.device, warmup: int, iters: int) -> None:
+        self.interleave, self.device, self.warmup, self.iters = interleave, device, warmup, iters
+        self.pending: list[tuple[dict[str, Any], Any, Any]] = []
+
+    def add(self, row: dict[str, Any], fn: Any, done: Any = None) -> None:
+        """Time ``fn`` into ``row`` (now or at :meth:`finish`); then ``done(row)`` if given."""
+        if not self.interleave:
+            row.update(time_calls(fn, device=self.device, warmup=self.warmup, iters=self.iters))
+            if done is not None:
+                done(row)
+            return
+        self.pending.append((row, fn, done))
+
+    def finish(self) -> None:
+        if not self.pending:
+            return
+        from libreyolo.bench import timing
+
+        fns = {i: fn for i, (_, fn, _) in enumerate(self.pending)}
+        res = timing.time_interleaved(fns, device=self.device, iters=self.iters, warmup=self.warmup)
+        for i, (row, _, done) in enumerate(self.pending):
+            row.update(res[i])
+            row["timing"] = "interleaved"
+            if done is not None:
+                done(row)
+        self.pending.clear()
+
+
 # --------------------------------------------------------------------------- Ultralytics
-def ultralytics_arms(bgr: np.ndarray, *, batches: list[int], device: torch.device, warmup: int,
-                     iters: int) -> list[dict[str, Any]]:
+def ultralytics_arms(bgr: np.ndarray, *, batches: list[int], device: torch.device, timer: ArmTimer,
+                     ) -> list[dict[str, Any]]:
     try:
         import ultralytics
         from ultralytics import YOLO
@@ -97,7 +131,7 @@ def ultralytics_arms(bgr: np.ndarray, *, batches: list[int], device: torch.devic
 
                     res = call()
                     row["input_shape"] = list(getattr(getattr(m, "predictor", None), "imgsz", []) or [])
-                    row.update(time_calls(call, device=device, warmup=warmup, iters=iters))
+                    timer.add(row, call)
                     row["detections"] = len(res[0].boxes)
                     sp = res[0].speed
                     row["speed"] = {k: round(float(v), 3) for k, v in sp.items()}
@@ -117,8 +151,8 @@ def libre_model(fam: str, size: str, device: torch.device) -> Any:
 
 
 def libre_arms(rgb: np.ndarray, *, families: list[tuple[str, str]], batches: list[int], device: torch.device,
-               warmup: int, iters: int) -> list[dict[str, Any]]:
-    rows = []
+               timer: ArmTimer) -> list[dict[str, Any]]:
+    rows, keep = [], []
     graphs = (False, True) if device.type == "cuda" else (False,)
     for fam, size in families:
         try:
@@ -144,11 +178,13 @@ def libre_arms(rgb: np.ndarray, *, families: list[tuple[str, str]], batches: lis
                         def timed(call: Any = call, speeds: list = speeds) -> None:
                             speeds.append(call()[0].speed)
 
-                        row.update(time_calls(timed, device=device, warmup=warmup, iters=iters))
+                        def done(row: dict[str, Any], speeds: list = speeds, b: int = b) -> None:
+                            row["speed"] = {k: round(statistics.median(s[k] for s in speeds) * b, 3)
+                                            for k in speeds[0]}  # per batch, to compare with the call
+                            row["speed_sum_ms"] = round(sum(row["speed"].values()), 3)
+
+                        timer.add(row, timed, done)
                         row["detections"] = len(res[0])
-                        row["speed"] = {k: round(statistics.median(s[k] for s in speeds) * b, 3)
-                                        for k in speeds[0]}  # per batch, to compare with the call
-                        row["speed_sum_ms"] = round(sum(row["speed"].values()), 3)
                         info = model.graph_info()
                         row["prepared"] = info.get("prepared")
                         if graph:
@@ -157,10 +193,14 @@ def libre_arms(rgb: np.ndarray, *, families: list[tuple[str, str]], batches: lis
                         row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
                     rows.append(row)
                     logger.info("%s", row)
+        if timer.interleave:  # timed at the end, beside every other arm
+            keep.append(model)
+            continue
         model.release_graphs()
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    timer.finish()
     return rows
 
 
@@ -170,9 +210,9 @@ def network_step(rgb: np.ndarray, *, families: list[tuple[str, str]], device: to
     the photo's letterboxed input, fp32 and fp16, NCHW and channels-last (cuDNN autotuning on):
     eager and graph replay; for yolo9-t also the profiler's kernel sum and torch.compile."""
     from libreyolo.bench import timing
-    from libreyolo.tasks.detect.preprocess import preprocess
     from libreyolo.graphs.seam import run_eager
     from libreyolo.models._base.inference import channels_last, cudnn_benchmark, input_dtype
+    from libreyolo.tasks.detect.preprocess import preprocess
 
     out: dict[str, Any] = {}
     for fam, size in families:
@@ -296,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--no-ultralytics", action="store_true")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--interleave", action="store_true",
+                    help="time every end-to-end arm together, one call of each per round (fair on a busy host)")
     ap.add_argument("--commit", default=None, help="commit to record (default: LIBREYOLO_COMMIT or git)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -306,11 +348,12 @@ def main(argv: list[str] | None = None) -> int:
     rgb, what = photo()
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
+    timer = ArmTimer(interleave=args.interleave, device=device, warmup=args.warmup, iters=args.iters)
     if not args.no_ultralytics:
         rows += ultralytics_arms(np.ascontiguousarray(rgb[:, :, ::-1]), batches=batches, device=device,
-                                 warmup=args.warmup, iters=args.iters)
+                                 timer=timer)
     bgr = np.ascontiguousarray(rgb[:, :, ::-1])  # both libraries take numpy arrays in OpenCV (BGR) order
-    rows += libre_arms(bgr, families=fams, batches=batches, device=device, warmup=args.warmup, iters=args.iters)
+    rows += libre_arms(bgr, families=fams, batches=batches, device=device, timer=timer)  # times every arm
     net = network_step(rgb, families=fams, device=device, warmup=args.warmup, iters=args.iters,
                        with_compile=not args.no_compile) if device.type == "cuda" else {}
     tg = targets(rows, net)
@@ -330,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     write_result(args.out / "peer_predict.json",
                  numbers={"arms": rows, "network_step": net, "targets": tg, "seconds": time.perf_counter() - t0},
-                 extra={"photo": what, "device": str(device), "warmup": args.warmup, "iters": args.iters},
+                 extra={"photo": what, "device": str(device), "warmup": args.warmup, "iters": args.iters,
+                        "interleave": args.interleave},
                  markdown="\n".join(md), commit=args.commit)
     print("\n".join(md))
     return 0

@@ -170,6 +170,7 @@ class TrainGraphs:
         self.failed: str | None = None
         self._eager = _AutocastForward(net, amp_dtype)
         self._trainable: list[nn.Parameter] | None = None
+        self._opt_params: tuple[torch.optim.Optimizer, list[nn.Parameter]] | None = None
         self._seen: Counter[tuple] = Counter()
         self._graphs: dict[tuple, _TrainGraph] = {}
         self.eager_steps = 0
@@ -241,8 +242,12 @@ class TrainGraphs:
 
     def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
         """Zero gradients; in place while a graph is live (see the module docstring, T-7)."""
-        if self.live:
-            optimizer.zero_grad(set_to_none=False)
+        if self.live:  # one multi-tensor zero over the optimiser's gradients (listed once per optimiser)
+            if self._opt_params is None or self._opt_params[0] is not optimizer:
+                self._opt_params = (optimizer, [p for g in optimizer.param_groups for p in g["params"]])
+            grads = [p.grad for p in self._opt_params[1] if p.grad is not None]
+            if grads:
+                torch._foreach_zero_(grads)
             self._ensure_grads()
         else:
             optimizer.zero_grad(set_to_none=True)

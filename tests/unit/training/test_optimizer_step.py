@@ -102,3 +102,62 @@ def test_host_copy_detaches_from_the_live_tensors():
     live["state"][0]["exp_avg"].add_(1.0)
     assert torch.equal(snap["state"][0]["exp_avg"], torch.zeros(3))
     assert snap["groups"] == [{"lr": 0.1}]
+
+
+def _fused(name: str, net: nn.Module) -> torch.optim.Optimizer:
+    groups = [{"params": [p for n, p in net.named_parameters() if p.requires_grad and n.endswith("weight")],
+               "weight_decay": 5e-4},
+              {"params": [p for n, p in net.named_parameters() if p.requires_grad and n.endswith("bias")],
+               "weight_decay": 0.0}]
+    if name == "AdamW":
+        return torch.optim.AdamW(groups, lr=0.01, betas=(0.9, 0.999), fused=True)
+    return torch.optim.SGD(groups, lr=0.01, momentum=0.9, nesterov=True, fused=True)
+
+
+@pytest.mark.parametrize("name", ["AdamW", "SGD"])
+def test_lean_path_equals_torchs_fused_step_bit_for_bit(name):
+    """Lean path (fused CPU kernels here, CUDA on a GPU) vs torch's own fused step through the
+    GradScaler: six steps with an active clip, a scaler that grows every 2 steps, a non-finite
+    step in the middle (skipped by both, scale backed off), and the state reloaded half-way
+    (the lean path rebuilds its lists from the new state)."""
+    nets = [_net(), None]
+    nets[1] = copy.deepcopy(nets[0])
+    opts = [_fused(name, n) for n in nets]
+    scalers = [torch.amp.GradScaler("cpu", enabled=True, init_scale=2.0**8, growth_interval=2) for _ in nets]
+    steps = [OptimizerStep(n, o, s, clip_grad=0.05) for n, o, s in zip(nets, opts, scalers, strict=True)]
+    steps[1].kind = None  # the reference: torch's path only
+    assert steps[0].kind == name.lower()
+    x = torch.rand(2, 3, 12, 12)
+    for it in range(6):
+        if it == 3:  # a resume: new state objects, same values
+            for o in opts:
+                o.load_state_dict(copy.deepcopy(o.state_dict()))
+        for n, o, s, st in zip(nets, opts, scalers, steps, strict=True):
+            o.zero_grad(set_to_none=True)
+            loss = n(x).square().sum() * (float("inf") if it == 2 else 1.0)
+            s.scale(loss).backward()
+            st()
+        assert scalers[0].get_scale() == scalers[1].get_scale()
+        for a, b in zip(nets[0].parameters(), nets[1].parameters(), strict=True):
+            assert torch.equal(a, b), it
+    assert steps[0].lean_steps == 5 and steps[1].lean_steps == 0  # all but the first (state creation)
+    assert scalers[0].get_scale() != 2.0**8  # it backed off and grew
+    sa, sb = opts[0].state_dict()["state"], opts[1].state_dict()["state"]
+    for k in sa:
+        for key, v in sa[k].items():
+            assert torch.equal(v, sb[k][key]), (k, key)
+
+
+def test_lean_path_steps_aside_for_a_missing_gradient_and_other_optimizers():
+    net = _net()
+    opt = _fused("AdamW", net)
+    step = OptimizerStep(net, opt, torch.amp.GradScaler("cpu", enabled=False), clip_grad=0.0)
+    for it in range(3):
+        opt.zero_grad(set_to_none=True)
+        net(torch.rand(2, 3, 12, 12)).sum().backward()
+        if it == 2:
+            net[-1].bias.grad = None
+        step()
+    assert step.lean_steps == 1  # step 0 creates the state, step 2 misses a gradient
+    assert OptimizerStep(net, torch.optim.AdamW(net.parameters(), foreach=True), step.scaler, clip_grad=0).kind is None
+    assert OptimizerStep(net, torch.optim.Adam(net.parameters(), fused=True), step.scaler, clip_grad=0).kind is None
