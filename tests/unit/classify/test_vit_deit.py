@@ -186,8 +186,11 @@ def test_train_then_val_on_demo_data(tiny_cls: Path, tmp_path: Path) -> None:
     assert loaded.FAMILY == "deit" and loaded.nc == 6 and loaded.family.arch == {"fused_attn": False}
     m = loaded.val(data=str(tiny_cls), imgsz=32, batch=4, workers=0, verbose=False)
     assert set(m) >= {"top1", "top5", "fitness"} and math.isclose(m["top1"], out["top1"], abs_tol=1e-6)
-    r = loaded(torch.rand(1, 3, 32, 32), imgsz=32)[0]
-    assert r.probs is not None and r.probs.data.shape == (6,)
+    from libreyolo import SAMPLE_IMAGE
+
+    r = loaded(SAMPLE_IMAGE, imgsz=32, save=True, save_dir=tmp_path / "pred")[0]
+    assert r.boxes is None and r.probs is not None and r.probs.data.shape == (6,)
+    assert r.save_path is not None and r.save_path.is_file() and r.plot().shape == (*r.orig_shape, 3)
 
 
 def test_trace_records_the_equation_even_with_fused_attention_on() -> None:
