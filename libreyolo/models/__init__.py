@@ -4,6 +4,7 @@ family is gone."""
 from ._base.registry import register_family
 from .convnext.family import ConvNeXt
 from .deim.family import DEIM
+from .deit.family import DeiT
 from .dfine.family import DFINE
 from .efficientnetv2.family import EfficientNetV2
 from .mobilenetv4.family import MobileNetV4
@@ -11,6 +12,7 @@ from .resnet.family import ResNet
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
+from .vit.family import ViT
 from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
 from .yolox.family import YOLOX
@@ -27,3 +29,5 @@ register_family(ResNet)
 register_family(ConvNeXt)
 register_family(MobileNetV4)
 register_family(EfficientNetV2)
+register_family(ViT)
+register_family(DeiT)

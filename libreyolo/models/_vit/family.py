@@ -1,0 +1,50 @@
+"""Family glue of the plain Vision Transformers: sizes from a spec table, the ``fused_attn`` option.
+
+A subclass declares ``FAMILY``, ``NAME_TOKEN``, ``SIZES`` and ``SPECS`` (size -> :class:`ViTSpec`).
+``fused_attn`` is on by default (as upstream timm; SPEC K-9) and is the family's one architecture
+option: ``model.arch`` is ``{}`` while every attention layer has it on and ``{"fused_attn": False}``
+otherwise, so a checkpoint saved with it off loads with it off, the parity harness keys those rows
+apart (``parity_predict.py --arch '{"fused_attn": false}'``), and a head rebuilt for a new class
+count keeps the setting. The weights are the same either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from torch import nn
+
+from ...errors import ConfigError
+from ...kernels.attention import fused_attention_modules, set_fused_attention
+from .._base.classify import ClassifyFamily
+from .net import ViTSpec, build_vit_classifier
+
+
+class VisionTransformerFamily(ClassifyFamily):
+    """Base of the ViT-lineage classify families (module docstring)."""
+
+    SPECS: ClassVar[dict[str, ViTSpec]] = {}
+    STRIDE: ClassVar[int] = 16  # the patch size
+    # AdamW with weight decay 0.05 (the DeiT recipe; SGD trains transformers poorly), lr 5e-4
+    # (DeiT's rate at batch 512; it also suits the short runs of the built-in demo data)
+    TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
+        "optimizer": "AdamW", "lr0": 5e-4, "momentum": 0.9, "weight_decay": 0.05, "warmup_bias_lr": 0.0,
+    }
+
+    @classmethod
+    def build_net(cls, *, size: str, nc: int, task: str, fused_attn: bool = True) -> nn.Module:
+        if size not in cls.SPECS:
+            raise ConfigError(f"{cls.FAMILY} has no size {size!r}; sizes: {', '.join(cls.SPECS)}")
+        return build_vit_classifier(cls.SPECS[size], nc=nc, fused_attn=fused_attn)
+
+    @property
+    def arch(self) -> dict[str, Any]:
+        """``{}`` with fused attention on in every layer (the default), else ``{"fused_attn": False}``."""
+        flags = [m.fused_attn for m in fused_attention_modules(self.net)]
+        return {} if flags and all(flags) else {"fused_attn": False}
+
+    def set_arch(self, *, fused_attn: bool = True) -> None:
+        """Turn fused attention on or off in every attention layer, in place (weights kept).
+        The same as ``set_fused_attention(model.net, enabled=fused_attn)``; captured graphs do not
+        depend on it (capture always runs the explicit equation)."""
+        set_fused_attention(self.net, enabled=bool(fused_attn))

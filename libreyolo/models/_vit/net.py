@@ -1,0 +1,176 @@
+"""The plain Vision Transformer (Dosovitskiy et al., 2021) as a classification body.
+
+Tensor[B, 3, H, W] (standardised) -> logits Tensor[B, nc]:
+
+1. patch embedding: a ``patch x patch`` convolution with stride ``patch`` -> (B, D, H/p, W/p),
+   flattened to (B, N, D) tokens, N = (H/p) * (W/p);
+2. a learned class token is prepended and a learned position embedding (1, 1 + N0, D) is added,
+   its grid part resampled bicubically when the input grid differs from the trained one
+   (:func:`resample_pos_embed`);
+3. ``depth`` pre-norm blocks: ``x + attn(norm1(x))``, ``x + mlp(norm2(x))`` (LayerNorm eps 1e-6,
+   MLP ``D -> ratio*D -> D`` with exact GELU), stochastic depth on both residual branches in
+   training;
+4. final LayerNorm, the class token's features, a linear head.
+
+Attention is :class:`libreyolo.layers.attention.Attention`, so the fused-attention policy (SPEC
+K-9) governs it: with ``fused_attn`` on, eager and ``torch.compile`` run SDPA, while CUDA-graph
+capture, ``torch.jit.trace`` and export run the explicit equation. The forward has no
+data-dependent control flow (only the static input shape decides whether the position
+embedding is resampled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchvision.ops import StochasticDepth
+
+from ...errors import ConfigError
+from ...layers.attention import Attention
+from ...layers.classify import ImageClassifier
+
+LN_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class ViTSpec:
+    """One size: width ``dim``, ``depth`` blocks, ``heads``, MLP ``mlp_ratio``, ``patch`` px,
+    trained ``img_size`` (the position-embedding grid is ``img_size // patch`` square), and the
+    stochastic-depth rate of the last block (linear from 0 over depth)."""
+
+    dim: int
+    depth: int
+    heads: int
+    mlp_ratio: float = 4.0
+    patch: int = 16
+    img_size: int = 224
+    drop_path: float = 0.1
+
+
+def resample_pos_embed(pos: Tensor, grid: tuple[int, int], *, trained: tuple[int, int], prefix: int = 1) -> Tensor:
+    """Position embedding ``pos`` (1, prefix + th*tw, D), trained on the token grid ``trained`` =
+    (th, tw), for the token grid ``grid`` = (gh, gw).
+
+    The first ``prefix`` rows (the class token's) are kept; the grid part is resampled with
+    bicubic interpolation (``align_corners=False``, no antialiasing, so that ONNX keeps a plain
+    ``Resize``). For the trained grid ``pos`` itself is returned. Grids are static Python ints
+    (the shape of the traced or captured input), never tensors.
+
+    Example:
+        >>> pos = torch.zeros(1, 1 + 14 * 14, 8)
+        >>> tuple(resample_pos_embed(pos, (4, 6), trained=(14, 14)).shape)
+        (1, 25, 8)
+    """
+    th, tw = trained
+    if tuple(grid) == (th, tw):
+        return pos
+    head, body = pos[:, :prefix], pos[:, prefix:]
+    d = body.shape[-1]
+    body = body.reshape(1, th, tw, d).permute(0, 3, 1, 2).float()
+    body = F.interpolate(body, size=tuple(grid), mode="bicubic", align_corners=False)
+    body = body.permute(0, 2, 3, 1).reshape(1, grid[0] * grid[1], d).to(pos.dtype)
+    return torch.cat([head, body], dim=1)
+
+
+class PatchEmbed(nn.Module):
+    """``patch x patch`` strided convolution: (B, 3, H, W) -> tokens (B, N, D) and the grid (gh, gw)."""
+
+    def __init__(self, dim: int, patch: int) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(3, dim, kernel_size=patch, stride=patch)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, tuple[int, int]]:
+        y = self.proj(x)  # (B, D, gh, gw)
+        grid = (int(y.shape[-2]), int(y.shape[-1]))
+        return y.flatten(2).transpose(1, 2), grid
+
+
+class Mlp(nn.Module):
+    """``fc2(gelu(fc1(x)))``: (B, N, D) -> (B, N, D) through ``hidden`` channels."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: ``x + dp(attn(norm1(x)))`` then ``x + dp(mlp(norm2(x)))``."""
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, *, drop_path: float, fused_attn: bool) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=LN_EPS)
+        self.attn = Attention(dim, num_heads=heads, qkv_bias=True, fused_attn=fused_attn)
+        self.norm2 = nn.LayerNorm(dim, eps=LN_EPS)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+        self.drop_path = StochasticDepth(drop_path, "row") if drop_path > 0 else nn.Identity()
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.drop_path(self.attn(self.norm1(x)))
+        return x + self.drop_path(self.mlp(self.norm2(x)))
+
+
+class VisionTransformer(nn.Module):
+    """The ViT classification body (module docstring); input already standardised.
+
+    Example:
+        >>> net = VisionTransformer(ViTSpec(dim=64, depth=2, heads=4, img_size=32), nc=5)
+        >>> tuple(net(torch.rand(2, 3, 48, 32)).shape)
+        (2, 5)
+    """
+
+    def __init__(self, spec: ViTSpec, *, nc: int, fused_attn: bool = True) -> None:
+        super().__init__()
+        if spec.img_size % spec.patch:
+            raise ConfigError(f"ViT img_size={spec.img_size} is not a multiple of patch={spec.patch}")
+        self.spec = spec
+        g = spec.img_size // spec.patch
+        self.grid = (g, g)  # the token grid the position embedding is trained on
+        self.patch_embed = PatchEmbed(spec.dim, spec.patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, spec.dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + g * g, spec.dim))
+        rates = [spec.drop_path * i / max(spec.depth - 1, 1) for i in range(spec.depth)]  # linear from 0
+        self.blocks = nn.Sequential(*(Block(spec.dim, spec.heads, spec.mlp_ratio, drop_path=r,
+                                            fused_attn=fused_attn) for r in rates))
+        self.norm = nn.LayerNorm(spec.dim, eps=LN_EPS)
+        self.head = nn.Linear(spec.dim, nc)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        # truncated normal (std 0.02) for the embeddings and linear weights, zero biases, the
+        # usual ViT initialisation; a 1e-6 class token as in the DeiT recipe
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        nn.init.normal_(self.cls_token, std=1e-6)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+    def tokens(self, x: Tensor) -> Tensor:
+        """Standardised images -> (B, 1 + N, D) tokens after the final norm."""
+        t, grid = self.patch_embed(x)
+        cls = self.cls_token.expand(t.shape[0], -1, -1)
+        t = torch.cat([cls, t], dim=1) + resample_pos_embed(self.pos_embed, grid, trained=self.grid)
+        return self.norm(self.blocks(t))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.tokens(x)[:, 0])
+
+
+def build_vit_classifier(spec: ViTSpec, *, nc: int, fused_attn: bool = True) -> ImageClassifier:
+    """[0, 1] RGB -> logits: ImageNet standardisation in front of :class:`VisionTransformer`.
+
+    Example:
+        >>> net = build_vit_classifier(ViTSpec(dim=32, depth=1, heads=2, img_size=32), nc=3)
+        >>> tuple(net(torch.rand(1, 3, 32, 32)).shape)
+        (1, 3)
+    """
+    return ImageClassifier(VisionTransformer(spec, nc=nc, fused_attn=fused_attn))

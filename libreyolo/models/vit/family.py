@@ -1,0 +1,16 @@
+"""Vision Transformer classification family: sizes s16 (ViT-S/16), b16 (ViT-B/16)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .._vit.family import VisionTransformerFamily
+from .._vit.net import ViTSpec
+from .nn import SPECS
+
+
+class ViT(VisionTransformerFamily):
+    FAMILY: ClassVar[str] = "vit"
+    NAME_TOKEN: ClassVar[str] = "ViT"  # LibreViT<size>-cls.pt
+    SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
+    SPECS: ClassVar[dict[str, ViTSpec]] = SPECS
