@@ -15,6 +15,7 @@ harness) can be handed a backend or a :class:`~libreyolo.model.Model` alike.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -109,9 +110,9 @@ class TorchBackend:
         """Free every captured graph and its memory pool (the prepared twin's too)."""
         if self._graphs is not None:
             self._graphs.release()
-        twin = self._prep.twin if self._prep is not None else None
-        if twin is not None and twin is not self:
-            twin.release()
+        for twin, _ in (self._prep.cache.values() if self._prep is not None else ()):
+            if twin is not self:
+                twin.release()
 
     # ------------------------------------------------------------------ state
     def to(self, device: str | torch.device) -> TorchBackend:
@@ -182,26 +183,41 @@ class TorchBackend:
 
 
 class _Prepared:
-    """The cached twin backend of one backend and what it was prepared from."""
+    """The cached twin backends of one backend, by how they were prepared: the last
+    :data:`MAX_TWINS` specs used (e.g. fp32 and ``half=True``) stay built, with their graphs, so
+    alternating between them does not re-fuse, re-cast and re-capture on every call. Any change of
+    the owner's weights makes every cached twin stale (rebuilt on its next use). ``twin`` /
+    ``spec``: the one used last."""
+
+    MAX_TWINS = 2
 
     def __init__(self, owner: TorchBackend) -> None:
         self.owner = owner
         self.spec: PrepSpec | None = None
         self.twin: TorchBackend | None = None
-        self.fingerprint: Fingerprint | None = None
+        self.cache: OrderedDict[PrepSpec, tuple[TorchBackend, Fingerprint]] = OrderedDict()
 
     def get(self, spec: PrepSpec) -> TorchBackend:
-        fam = self.owner.family
-        if (self.twin is None or self.spec != spec or self.fingerprint is None
-                or self.fingerprint.stale(fam.net)):
-            self.drop()
-            twin = build_twin(fam, spec)
-            self.twin = self.owner if twin is fam else TorchBackend(twin)
-            self.spec = spec
-            self.fingerprint = Fingerprint(fam.net)
-        return self.twin
+        net = self.owner.family.net
+        hit = self.cache.get(spec)
+        if hit is None or hit[1].stale(net):
+            for key in [k for k, (_, fp) in self.cache.items() if k == spec or fp.stale(net)]:
+                self._release(self.cache.pop(key)[0])
+            twin = build_twin(self.owner.family, spec)
+            hit = (self.owner if twin is self.owner.family else TorchBackend(twin), Fingerprint(net))
+            self.cache[spec] = hit
+            while len(self.cache) > self.MAX_TWINS:
+                self._release(self.cache.popitem(last=False)[1][0])
+        self.cache.move_to_end(spec)
+        self.twin, self.spec = hit[0], spec
+        return hit[0]
+
+    def _release(self, twin: TorchBackend) -> None:
+        if twin is not self.owner:
+            twin.release()
 
     def drop(self) -> None:
-        if self.twin is not None and self.twin is not self.owner:
-            self.twin.release()
-        self.twin, self.spec, self.fingerprint = None, None, None
+        for twin, _ in self.cache.values():
+            self._release(twin)
+        self.cache.clear()
+        self.twin, self.spec = None, None

@@ -98,6 +98,22 @@ def test_prepared_twin_is_rebuilt_when_weights_change_in_place():
     assert m.prepared() is not fresh
 
 
+def test_alternating_fp32_and_half_keeps_both_twins_until_the_weights_change():
+    """predict(half=False) and predict(half=True) in turn reuse their twins (no re-fuse, re-cast
+    or re-capture per call); a third spec evicts the least recently used one; a weight change
+    makes every cached twin stale."""
+    m = _model()
+    fp32, half = m.prepared(), m.prepared(half=True)
+    assert fp32 is not half
+    assert m.prepared() is fp32 and m.prepared(half=True) is half  # both kept
+    unfused_half = m.prepared(half=True, fuse=False)  # a third spec: fp32 (least recent) evicted
+    assert m.prepared(half=True) is half and m.prepared(half=True, fuse=False) is unfused_half
+    assert m.prepared() is not fp32
+    with torch.no_grad():
+        next(m.net.parameters()).add_(1.0)
+    assert m.prepared(half=True) is not half
+
+
 def test_half_twin_is_cast_once_and_keeps_fp32_master():
     m = _model()
     twin = m.prepared(half=True)
