@@ -22,8 +22,3 @@ P2_NECKS: dict[str, P2Neck] = {
     "t": P2Neck(top2=(32, 32, 16, 3), down3=32, bottom3=(64, 64, 32, 3)),
     "s": P2Neck(top2=(64, 64, 32, 3), down3=64, bottom3=(128, 128, 64, 3)),
 }
-
-# Parameters at 80 classes as built here (fused = BatchNorms folded and RepConvN merged, what
-# inference runs; unfused = what trains); tests/unit/models/test_yolo9_p2.py checks them, and
-# against the same network built by Ultralytics from its own modules.
-PARAMS: dict[str, tuple[int, int]] = {}
