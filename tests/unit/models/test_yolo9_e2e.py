@@ -147,7 +147,7 @@ def test_captured_decode_then_threshold_equals_eager_postprocess_bitwise() -> No
         assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
 
 
-def test_predict_runs_the_decode_and_no_nms(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_predict_runs_the_decode_and_no_nms(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from libreyolo import LibreYOLO
     from libreyolo.ops import candidates
 
@@ -160,6 +160,8 @@ def test_predict_runs_the_decode_and_no_nms(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(candidates, "non_max_suppression", no_nms)
     (res,) = model.predict(np.zeros((100, 120, 3), np.uint8) + 127, imgsz=64, conf=0.0, max_det=10, device="cpu")
     assert 0 < res.boxes.xyxy.shape[0] <= 10 and res.plot().shape == (100, 120, 3)
+    res.save(str(tmp_path / "pred.jpg"))
+    assert (tmp_path / "pred.jpg").stat().st_size > 0
 
 
 def test_export_with_the_selection_inside_matches_eager(tmp_path: Path) -> None:

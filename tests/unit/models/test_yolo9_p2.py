@@ -113,6 +113,8 @@ def test_untrained_predict_end_to_end_and_native_checkpoint(tmp_path) -> None:  
     (res,) = model.predict(np.zeros((100, 120, 3), np.uint8) + 127, imgsz=64, conf=0.0, max_det=10, device="cpu")
     assert 0 < res.boxes.xyxy.shape[0] <= 10
     assert res.plot().shape == (100, 120, 3)
+    res.save(str(tmp_path / "pred.jpg"))
+    assert (tmp_path / "pred.jpg").stat().st_size > 0
     model.set_arch(box_groups=1)
     again = LibreYOLO(str(model.save(tmp_path / "p2.pt")))
     assert again.FAMILY == "yolo9_p2" and again.arch == {"box_groups": 1}
