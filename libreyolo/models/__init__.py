@@ -15,9 +15,13 @@ from .rtmdet.family import RTMDet
 from .vit.family import ViT
 from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
+from .yolo9_e2e.family import YOLO9E2E
+from .yolo9_p2.family import YOLO9P2
 from .yolox.family import YOLOX
 
 register_family(YOLO9)
+register_family(YOLO9P2)
+register_family(YOLO9E2E)
 register_family(YOLOX)
 register_family(YOLO7)
 register_family(RTMDet)

@@ -18,9 +18,10 @@ from .family import Family
 
 
 class DenseFamily(Family):
-    """A dense detector: three output levels ``raw_p3``, ``raw_p4``, ``raw_p5`` (strides 8, 16,
-    32), each Tensor[B, C, H / s, W / s]; the family's ``postprocess.postprocess`` turns them into
-    detections (NMS); :meth:`postprocess_fn` finds that function."""
+    """A dense detector: by default three output levels ``raw_p3``, ``raw_p4``, ``raw_p5``
+    (strides 8, 16, 32; a family with a stride-4 level names four), each Tensor[B, C, H / s, W / s];
+    the family's ``postprocess.postprocess`` turns them into detections; :meth:`postprocess_fn`
+    finds that function."""
 
     TASKS: ClassVar[tuple[str, ...]] = ("detect",)
     DEFAULT_IMGSZ: ClassVar[int] = 640
