@@ -27,15 +27,26 @@ def test_predict_graph_replay_is_bitwise(name: str, amp: torch.dtype | None) -> 
     assert row["result"] == "pass", row
 
 
-@pytest.mark.parametrize("name", CLS)
+GRAPH_CLS = [n for n in CLS if families()[n].SUPPORTS_CUDA_GRAPH]
+
+
+@pytest.mark.parametrize("name", sorted(set(CLS) - set(GRAPH_CLS)) or ["none"])
+def test_predict_with_graph_refuses_a_family_without_parity(name: str) -> None:
+    if name == "none":
+        assert all(families()[n].SUPPORTS_CUDA_GRAPH for n in CLS)
+        return
+    cls = families()[name]
+    model = Model(cls(size=cls.SIZES[0], nc=6)).to("cuda")
+    with pytest.raises(NotImplementedError, match=name):  # G-5: the flag, set from the parity matrix
+        model(SAMPLE_IMAGE, cuda_graph=True)
+    assert model(SAMPLE_IMAGE)[0].probs is not None  # eager still predicts
+
+
+@pytest.mark.parametrize("name", GRAPH_CLS)
 def test_predict_on_cuda_with_graph_returns_probs(name: str) -> None:
     cls = families()[name]
     torch.manual_seed(0)
-    from libreyolo.graphs.runner import PredictGraphs
-
     model = Model(cls(size=cls.SIZES[0], nc=6)).to("cuda")
-    set_fused_attention(model.net, enabled=False)  # eager SDPA need not equal the captured equation
-    model.backend.use_graphs(PredictGraphs(model.family, force=True))  # capture whatever the family flag says
     eager = model(SAMPLE_IMAGE, half=True)[0]
     graph = model(SAMPLE_IMAGE, half=True, cuda_graph=True)[0]
     assert eager.probs is not None and eager.probs.data.shape == (6,)
