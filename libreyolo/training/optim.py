@@ -148,7 +148,9 @@ class OptimizerStep:
       one ``.to()`` per gradient norm): on a 675-tensor detector that Python is most of a 10 ms
       step. It is used from the second step on (the first one creates the optimiser state) and
       only while every parameter has a gradient; the optimiser's and the scaler's tensors are the
-      ones updated, so checkpoints, ``state_dict()`` and ``get_scale()`` see the same state;
+      ones updated, so checkpoints, ``state_dict()`` and ``get_scale()`` see the same state (AdamW's
+      per-parameter step counters become views of one tensor per group, their values kept, so
+      counting a step is one add instead of one per parameter);
     * the **torch path** otherwise: ``scaler.unscale_``, ``clip_grad_norm_`` over the parameter
       list, ``scaler.step``, ``scaler.update``.
 
@@ -208,7 +210,14 @@ class OptimizerStep:
             states = [opt.state.get(p) for p in ps]
             if any(st is None or any(st.get(k) is None for k in keys) for st in states):
                 return False  # the first step (torch's) creates the state
-            groups.append((g, ps, [[st[k] for st in states] for k in keys]))  # type: ignore[index]
+            lists = [[st[k] for st in states] for k in keys]  # type: ignore[index]
+            if self.kind == "adamw":  # the step counters become views of one tensor: one add per step
+                flat = torch.stack(lists[2])
+                for i, st in enumerate(states):
+                    st["step"] = flat[i]  # type: ignore[index]
+                lists[2] = [st["step"] for st in states]  # type: ignore[index]
+                lists.append([flat])
+            groups.append((g, ps, lists))
         if sum(len(ps) for _, ps, _ in groups) != len(self.params):
             return False  # parameters outside the optimiser (or frozen inside it): torch's path
         self._groups, self._state_ref = groups, opt.state
@@ -233,14 +242,14 @@ class OptimizerStep:
         for g, ps, state in self._groups:
             gg = [p.grad for p in ps]
             if self.kind == "adamw":
-                exp_avgs, exp_avg_sqs, steps = state
-                torch._foreach_add_(steps, 1)
+                exp_avgs, exp_avg_sqs, steps, flat = state
+                torch._foreach_add_(flat, 1)
                 torch._fused_adamw_(ps, gg, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=g["lr"],
                                     beta1=float(g["betas"][0]), beta2=float(g["betas"][1]),
                                     weight_decay=g["weight_decay"], eps=g["eps"], maximize=False,
                                     grad_scale=None, found_inf=found_inf)
                 if found_inf is not None:
-                    torch._foreach_sub_(steps, [found_inf] * len(steps))
+                    torch._foreach_sub_(flat, [found_inf])
             else:
                 torch._fused_sgd_(ps, gg, state[0] if state else [], weight_decay=g["weight_decay"],
                                   momentum=g["momentum"], lr=g["lr"], dampening=g["dampening"],
