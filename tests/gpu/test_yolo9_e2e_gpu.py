@@ -33,7 +33,16 @@ def test_captured_selection_equals_eager_postprocess_bitwise(size: str, amp: tor
                 assert torch.equal(g, w.cpu()), (size, amp, kind, conf)
 
 
-def test_training_step_on_cuda_matches_cpu() -> None:
+@pytest.fixture
+def _no_tf32():
+    """fp32 convolutions and matmuls in full precision: cuDNN's default TF32 moves the loss by ~1e-2."""
+    flags = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
+
+
+def test_training_step_on_cuda_matches_cpu(_no_tf32: None) -> None:
     torch.manual_seed(0)
     model = YOLO9E2E(size="t", nc=3)
     crit = model.build_criterion()

@@ -17,8 +17,8 @@ class YOLO9E2E(GELANFamily):
     SIZES: ClassVar[tuple[str, ...]] = ("t", "s")
     # one-to-one head first (the predicting head; validation scores it alone), then one-to-many
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "cls", "dfl", "o2m_box", "o2m_cls", "o2m_dfl")
-    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded yet"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (2ec587a: 4/4 bitwise)
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (2ec587a: 4/4)
     # The captured decode is the whole selection (top-k with k = the default max_det); only the
     # conf threshold runs after it, never NMS.
     DECODE_TOPK: ClassVar[int] = 300

@@ -15,8 +15,8 @@ class YOLO9P2(BoxGroupsArch, GELANFamily):
     NAME_TOKEN: ClassVar[str] = "YOLO9p2"
     SIZES: ClassVar[tuple[str, ...]] = ("t", "s")
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p2", "raw_p3", "raw_p4", "raw_p5")  # strides 4, 8, 16, 32
-    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded yet"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (2ec587a: 4/4 bitwise)
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (2ec587a: 4/4)
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str, box_groups: int = 4) -> nn.Module:
