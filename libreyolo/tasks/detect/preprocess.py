@@ -48,7 +48,7 @@ class Staging:
             buf, done = entry
             done.synchronize()
             host = buf.view(src.shape)
-            host.copy_(src)
+            np.copyto(host.numpy(), arr)  # a plain memcpy into the pinned buffer
             out = host.to(device, non_blocking=True)
             done.record(torch.cuda.current_stream(device))
         return out
