@@ -11,6 +11,7 @@ from .resnet.family import ResNet
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
+from .segformer.family import SegFormer
 from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
 from .yolox.family import YOLOX
@@ -27,3 +28,4 @@ register_family(ResNet)
 register_family(ConvNeXt)
 register_family(MobileNetV4)
 register_family(EfficientNetV2)
+register_family(SegFormer)
