@@ -21,7 +21,7 @@ def to_original(logits: Tensor, *, input_hw: tuple[int, int], ratio: float, pad:
     the letterbox's.
 
     Example:
-        >>> logits = torch.zeros(2, 4, 4); logits[1, :, 2:] = 1.0  # class 1 on the right half
+        >>> logits = torch.zeros(2, 4, 4); logits[1, :, 2:] = 1.0; logits[0] = 1 - logits[1]  # class 1 on the right
         >>> to_original(logits, input_hw=(16, 16), ratio=1.0, pad=(0.0, 0.0), orig_hw=(16, 16))[0].tolist()
         [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
     """
