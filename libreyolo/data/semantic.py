@@ -91,6 +91,9 @@ def load_semantic_data(data: str | Path) -> SemanticDataConfig:
         >>> cfg.nc, cfg.names[0], cfg.ignore_index, len(cfg.train), cfg.train[0][1].suffix
         (7, 'background', 255, 2, '.png')
     """
+    if isinstance(data, str) and data in ("shapes", "shapes-cls"):
+        raise DatasetError(f"{data!r} is a {'detection' if data == 'shapes' else 'classification'} dataset; a "
+                           f"semantic-segmentation model needs {LAYOUT}, or data='shapes-sem'")
     if isinstance(data, str) and data in BUILTIN_SEM:
         from .shapes_sem import ensure_shapes_sem_dataset
 

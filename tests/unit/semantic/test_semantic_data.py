@@ -94,3 +94,12 @@ def test_yaml_errors(tmp_path: Path) -> None:
         mask_path(Path("/d/pictures/a.jpg"))
     with pytest.raises(DatasetError, match="not found"):
         load_semantic_data(str(tmp_path / "nope.yaml"))
+
+
+def test_a_dataset_of_another_task_is_named() -> None:
+    from libreyolo.data.config import load_data_config
+
+    with pytest.raises(DatasetError, match="'shapes' is a detection dataset; a semantic-segmentation model"):
+        load_semantic_data("shapes")
+    with pytest.raises(DatasetError, match="'shapes-sem' is a semantic-segmentation dataset"):
+        load_data_config("shapes-sem")
