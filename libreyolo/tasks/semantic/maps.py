@@ -34,13 +34,5 @@ def to_original(logits: Tensor, *, input_hw: tuple[int, int], ratio: float, pad:
     x = x[:, :, top:top + nh, left:left + nw]
     if (nh, nw) != (h0, w0):
         x = F.interpolate(x, size=(h0, w0), mode="bilinear", align_corners=False)
-    return x[0].argmax(0)
-
-
-def batch_to_input(logits: Tensor, input_hw: tuple[int, int]) -> Tensor:
-    """logits (Tensor[B, nc, h, w]) -> Tensor[B, H, W] int64 class ids at the network input size."""
-    x = logits.float()
-    if tuple(x.shape[2:]) != tuple(input_hw):
-        x = F.interpolate(x, size=tuple(input_hw), mode="bilinear", align_corners=False)
-    return x.argmax(1)
+    return x[0].max(0).indices  # = argmax(0) (first maximum on ties), several times faster on a CPU
 
