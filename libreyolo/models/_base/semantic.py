@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import torch
+import torch  # noqa: F401 - the docstring example uses it
 import torch.nn.functional as F
 from torch import Tensor
 

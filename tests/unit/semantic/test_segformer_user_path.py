@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from libreyolo import LibreYOLO, SAMPLE_IMAGE
+from libreyolo import SAMPLE_IMAGE, LibreYOLO
 from libreyolo.data.semantic import SemanticDataset, collate_semantic, load_semantic_data
 from libreyolo.data.shapes_sem import ensure_shapes_sem_dataset
 from libreyolo.kernels.attention import set_fused_attention

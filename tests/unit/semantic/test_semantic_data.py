@@ -10,7 +10,13 @@ import pytest
 import torch
 
 from libreyolo._cv import cv2
-from libreyolo.data.semantic import IGNORE, SemanticDataset, collate_semantic, load_semantic_data, mask_path
+from libreyolo.data.semantic import (
+    IGNORE,
+    SemanticDataset,
+    collate_semantic,
+    load_semantic_data,
+    mask_path,
+)
 from libreyolo.data.shapes import GENERATOR_VERSION, render_scene
 from libreyolo.data.shapes_sem import SEM_NAMES, ensure_shapes_sem_dataset, render_semantic
 from libreyolo.errors import DatasetError
