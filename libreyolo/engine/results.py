@@ -237,7 +237,8 @@ class Results:
         ``track_id`` (int) when the boxes come from a tracker.
 
         With ``normalize=True`` box coordinates are divided by the image width/height. For
-        classification: one dict per top-5 class, ``{name, class, confidence}``, best first.
+        classification: one dict per top-5 class, ``{name, class, confidence}``, best first; for
+        semantic segmentation one per class present, ``{name, class, pixels, fraction}``, largest first.
 
         Example:
             >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
@@ -325,7 +326,8 @@ class Results:
         """The original image with boxes and labels drawn: BGR uint8 (H, W, 3), a new array.
 
         BGR like ``orig_img``, so ``cv2.imwrite("out.jpg", r.plot())`` keeps the colours; use
-        ``r.plot()[..., ::-1]`` for PIL / matplotlib. Detections are drawn least confident first,
+        ``r.plot()[..., ::-1]`` for PIL / matplotlib. A semantic result is blended with one colour per
+        class (:func:`~libreyolo.engine.semantic_io.plot_semantic`). Detections are drawn least confident first,
         so where labels overlap the most confident one is readable. Tracked boxes
         (:attr:`Boxes.is_track`) are coloured by track id and labelled ``id:<n> <name>``.
 
