@@ -82,3 +82,14 @@ def test_fused_attention_flag_is_off_by_default_and_flips() -> None:
         assert set_fused_attention(net, enabled=True) == 8 and all(m.fused_attn for m in mods)
         fused = net(x)
     assert torch.allclose(ref, fused, rtol=1e-4, atol=1e-5)
+
+
+def test_predict_save_and_save_txt_write_the_overlay_and_the_index_mask(tmp_path: Path) -> None:
+    from libreyolo._cv import cv2
+
+    torch.manual_seed(0)
+    model = LibreYOLO("LibreSegFormerb0-sem.pt", pretrained=False, nc=3)
+    (r,) = model.predict(SAMPLE_IMAGE, imgsz=64, save=True, save_txt=True, save_dir=str(tmp_path / "run"))
+    assert (tmp_path / "run" / "sample.jpg").is_file()
+    mask = cv2.imread(str(tmp_path / "run" / "masks" / "sample.png"), cv2.IMREAD_UNCHANGED)
+    assert mask.shape == (480, 640) and np.array_equal(mask, r.semantic.numpy())
