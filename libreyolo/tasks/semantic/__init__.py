@@ -26,6 +26,7 @@ class SemanticTask(Task):
     name: ClassVar[str] = "semantic"
     results_field: ClassVar[str] = "semantic"
     project: ClassVar[str] = "runs/semantic"
+    val_losses: ClassVar[bool] = True  # the validation masks are the training targets too (letterboxed)
 
     def __init__(self) -> None:
         from ...data.semantic import collate_semantic

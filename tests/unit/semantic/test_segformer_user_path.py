@@ -64,6 +64,8 @@ def test_train_then_val_then_reload(data: Path, tmp_path: Path) -> None:
                       plots=False)
     assert model.nc == 7 and model.names[1] == "circle"  # the head was rebuilt for the data's classes
     assert 0.0 <= out["mIoU"] <= 1.0 and out["fitness"] == out["mIoU"] and Path(out["best"]).is_file()
+    header = (Path(out["save_dir"]) / "results.csv").read_text().splitlines()[0]
+    assert "train/ce_loss" in header and "val/ce_loss" in header and "metrics/mIoU" in header, header
     m = model.val(data=str(data), imgsz=64, batch=2)
     assert m["images"] == 2.0 and 0.0 <= m["mIoU"] <= 1.0 and 0.0 <= m["aAcc"] <= 1.0
     assert m.confusion_matrix.shape == (7, 7) and int(m.confusion_matrix.sum()) > 0
