@@ -95,3 +95,20 @@ def test_predict_save_and_save_txt_write_the_overlay_and_the_index_mask(tmp_path
     assert (tmp_path / "run" / "sample.jpg").is_file()
     mask = cv2.imread(str(tmp_path / "run" / "masks" / "sample.png"), cv2.IMREAD_UNCHANGED)
     assert mask.shape == (480, 640) and np.array_equal(mask, r.semantic.numpy())
+
+
+def test_the_parity_harness_builds_and_probes_segformer() -> None:
+    """What benchmarks/parity_predict.py does before capturing: the probe model of the semantic task
+    builds (nc=80, random BatchNorm statistics, fused) and its eager forward is deterministic and
+    differs between the two probe distributions."""
+    from libreyolo.graphs.parity import build_probe_model, compare_outputs, probe_batch
+    from libreyolo.registry import families
+
+    cls = families()["segformer"]
+    model = build_probe_model(cls, size="b0", task="semantic", device="cpu", seed=0)
+    assert model.task == "semantic" and model.fused and model.nc == 80
+    assert float(model.net.head.fuse.bias.detach().abs().sum()) > 0  # the BatchNorm statistics were randomised, then folded
+    xa, xb = (probe_batch(k, (1, 3, 64, 64), device="cpu", seed=i) for i, k in enumerate(("uniform", "image")))
+    a = model.eager_forward(xa)
+    assert compare_outputs(a, model.eager_forward(xa))["equal"] and not compare_outputs(a, model.eager_forward(xb))["equal"]
+    assert tuple(a.shape) == (1, 80, 16, 16)
