@@ -12,7 +12,8 @@ in a numerics class:
   float-rounding  a few gradients differ beyond eager noise (named in the JSON)
 
 Detection families get a synthetic detection batch; classification families (capability
-``OUTPUT_KIND == "probs"``) a batch of images and one class id per image. Each step starts from
+``OUTPUT_KIND == "probs"``) a batch of images and one class id per image; semantic families
+(``OUTPUT_KIND == "semantic"``) a batch of images and a mask of class ids per pixel. Each step starts from
 the same RNG seed, so dropout / stochastic-depth masks are drawn alike in the two eager runs.
 
 Usage (GPU): python3 benchmarks/parity_train.py --out $OUT [--sizes t,s] [--commit SHA]
@@ -57,6 +58,20 @@ def classify_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.
     g = torch.Generator().manual_seed(seed)
     imgs = torch.rand(batch, 3, imgsz, imgsz, generator=g)
     return {"img": imgs.to(device), "cls": torch.randint(0, nc, (batch,), generator=g).to(device)}
+
+
+def semantic_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.device) -> dict[str, Any]:
+    """A semantic batch: images in [0, 1] and per-pixel class ids (Tensor[B, S, S] int64) painted as
+    a few rectangles on background 0, with a band of ignored pixels (-1) along the top edge."""
+    g = torch.Generator().manual_seed(seed)
+    imgs = torch.rand(batch, 3, imgsz, imgsz, generator=g)
+    mask = torch.zeros(batch, imgsz, imgsz, dtype=torch.int64)
+    for i in range(batch):
+        for _ in range(3):
+            y0, x0 = (int(v) for v in torch.randint(0, imgsz // 2, (2,), generator=g))
+            mask[i, y0:y0 + imgsz // 3, x0:x0 + imgsz // 3] = int(torch.randint(1, nc, (1,), generator=g))
+    mask[:, : max(1, imgsz // 32)] = -1
+    return {"img": imgs.to(device), "mask": mask.to(device)}
 
 
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -131,7 +146,8 @@ def run_row(fam: type, size: str, amp: torch.dtype | None, *, batch: int, imgsz:
     torch.manual_seed(0)
     model = fam(size=size, nc=6)
     base = model.net.to(device).train()
-    make = classify_batch if getattr(fam, "OUTPUT_KIND", "boxes") == "probs" else synthetic_batch
+    make = {"probs": classify_batch, "semantic": semantic_batch}.get(getattr(fam, "OUTPUT_KIND", "boxes"),
+                                                                    synthetic_batch)
     data = make(batch=batch, imgsz=imgsz, nc=6, seed=1, device=device)
     nets = [copy.deepcopy(base) for _ in range(3)]
     model.net = nets[0]

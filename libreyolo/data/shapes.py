@@ -151,12 +151,16 @@ def _overlap(box: np.ndarray, boxes: list[np.ndarray]) -> float:
 
 
 def render_scene(rng: np.random.Generator, *, height: int, width: int,
-                 classes: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 classes: list[int] | None = None,
+                 semantic_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Draw one scene.
 
     Returns ``(image, labels)``: image (ndarray[h, w, 3], uint8, BGR); labels (ndarray[n, 5],
     float64) rows ``cls, x1, y1, x2, y2`` in pixel edges (x2/y2 exclusive), tight around each
-    drawn mask. ``classes`` forces the classes to draw (else 1-8 random ones).
+    drawn mask. ``classes`` forces the classes to draw (else 1-8 random ones). ``semantic_out``
+    (ndarray[h, w] uint8, optional) receives ``cls + 1`` on every pixel a shape is painted on
+    (a later shape over an earlier one, as in the image); the random draws are the same with or
+    without it.
 
     Example:
         >>> img, lab = render_scene(np.random.default_rng(0), height=64, width=96)
@@ -194,6 +198,8 @@ def render_scene(rng: np.random.Generator, *, height: int, width: int,
                     break
             shade = colour[None, None] + rng.normal(0, 3, (1, 1, 3))
             patch[m > 0] = np.clip(shade, 0, 255).astype(np.uint8)[0, 0]
+            if semantic_out is not None:
+                semantic_out[py0:py1, px0:px1][m > 0] = cls + 1
             labels.append(np.concatenate([[cls], box]))
             break
     out = np.stack(labels) if labels else np.zeros((0, 5), np.float64)

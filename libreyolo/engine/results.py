@@ -8,8 +8,9 @@ Colours: ``orig_img`` is BGR (OpenCV order) and so is what :meth:`Results.plot` 
 ``r.plot()[..., ::-1]`` (RGB). The full convention is in :mod:`libreyolo.engine.sources`.
 
 Task-specific fields are optional keyword arguments of :class:`Results` that default to
-``None`` (``boxes``; ``probs``, a :class:`Probs` of Tensor[nc] class probabilities, for classification); a new task adds its own (for example ``probs``) the same way, and the
-methods skip the fields a result does not have.
+``None`` (``boxes``; ``probs``, a :class:`Probs` of Tensor[nc] class probabilities, for classification;
+``semantic``, Tensor[H, W] int64 class ids, for semantic segmentation); a new task adds its own
+the same way, and the methods skip the fields a result does not have.
 
 Example:
     >>> import numpy as np, torch
@@ -35,6 +36,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from .boxes import Boxes, Probs
+from .results_io import next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ class Results:
         boxes (Tensor[N, 6], float32, CPU): x1, y1, x2, y2, conf, cls in original-image pixels,
             or ``None`` for a task without boxes; a :class:`Boxes` (e.g. with track ids) is kept as is.
         probs (Tensor[nc], float32, CPU): class probabilities for classification, else ``None``.
+        semantic (Tensor[H, W], int64, CPU): a class id per original-image pixel for semantic
+            segmentation, else ``None`` (:mod:`libreyolo.engine.semantic_io`: overlay, summary, PNG).
         speed: milliseconds per image for ``preprocess``, ``inference``, ``postprocess``.
         frame: 0-based frame index for video frames, else ``None``.
 
@@ -76,6 +80,7 @@ class Results:
         names: dict[int, str],
         boxes: Tensor | np.ndarray | Boxes | None = None,
         probs: Tensor | np.ndarray | Probs | None = None,
+        semantic: Tensor | np.ndarray | None = None,
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -91,11 +96,13 @@ class Results:
         self.speed: dict[str, float] = dict(speed or {})
         self.boxes: Boxes | None = None
         self.probs: Probs | None = None
-        self.update(boxes=boxes, probs=probs)
+        self.semantic: Tensor | np.ndarray | None = None
+        self.update(boxes=boxes, probs=probs, semantic=semantic)
         self.save_path: Path | None = None  # the file the last save() wrote
 
     def update(self, *, boxes: Tensor | np.ndarray | Boxes | None = None,
-               probs: Tensor | np.ndarray | Probs | None = None) -> Results:
+               probs: Tensor | np.ndarray | Probs | None = None,
+               semantic: Tensor | np.ndarray | None = None) -> Results:
         """Replace the given fields in place (the others are kept) and return ``self``.
 
         Example:
@@ -113,6 +120,10 @@ class Results:
                 self.boxes = Boxes(boxes, self.orig_shape)
         if probs is not None:
             self.probs = probs if isinstance(probs, Probs) else Probs(probs)
+        if semantic is not None:
+            from .semantic_io import check_semantic
+
+            self.semantic = check_semantic(semantic, self.orig_shape)
         return self
 
     # ------------------------------------------------------------------ container
@@ -134,7 +145,7 @@ class Results:
     def _with(self, **fields: Any) -> Results:
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
-            "frame": self.frame, "boxes": self.boxes, "probs": self.probs,
+            "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
         }
         kwargs.update(fields)
         return Results(**kwargs)
@@ -159,7 +170,8 @@ class Results:
             device(type='cpu')
         """
         return self._with(boxes=self.boxes.cpu() if self.boxes is not None else None,
-                          probs=self.probs.cpu() if self.probs is not None else None)
+                          probs=self.probs.cpu() if self.probs is not None else None,
+                          semantic=torch.as_tensor(self.semantic).cpu() if self.semantic is not None else None)
 
     def numpy(self) -> Results:
         """A copy whose ``boxes`` / ``probs`` properties return numpy arrays.
@@ -170,7 +182,8 @@ class Results:
             array([[16., 32., 48., 64.]], dtype=float32)
         """
         return self._with(boxes=self.boxes.numpy() if self.boxes is not None else None,
-                          probs=self.probs.numpy() if self.probs is not None else None)
+                          probs=self.probs.numpy() if self.probs is not None else None,
+                          semantic=torch.as_tensor(self.semantic).cpu().numpy() if self.semantic is not None else None)
 
     def to(self, device: str | torch.device) -> Results:
         """A copy whose boxes/probs tensors are on ``device``.
@@ -181,7 +194,8 @@ class Results:
             'cpu'
         """
         return self._with(boxes=self.boxes.to(device) if self.boxes is not None else None,
-                          probs=self.probs.to(device) if self.probs is not None else None)
+                          probs=self.probs.to(device) if self.probs is not None else None,
+                          semantic=torch.as_tensor(self.semantic).to(device) if self.semantic is not None else None)
 
     # ------------------------------------------------------------------ text
     def counts(self) -> dict[str, int]:
@@ -206,6 +220,10 @@ class Results:
             >>> r.verbose(), r.new().verbose()
             ('1 circle', 'no detections')
         """
+        if self.semantic is not None and self.boxes is None:
+            from .semantic_io import semantic_verbose
+
+            return semantic_verbose(self)
         if self.probs is not None and self.boxes is None:
             p = self.probs
             return ", ".join(f"{self.names.get(c, str(c))} {float(p._data[c]):.2f}" for c in p.top5)
@@ -219,7 +237,8 @@ class Results:
         ``track_id`` (int) when the boxes come from a tracker.
 
         With ``normalize=True`` box coordinates are divided by the image width/height. For
-        classification: one dict per top-5 class, ``{name, class, confidence}``, best first.
+        classification: one dict per top-5 class, ``{name, class, confidence}``, best first; for
+        semantic segmentation one per class present, ``{name, class, pixels, fraction}``, largest first.
 
         Example:
             >>> r = Results(orig_img=np.zeros((64, 128, 3), np.uint8), path="bus.jpg", names={0: "circle"}, boxes=torch.tensor([[16, 32, 48, 64, 0.75, 0]]))
@@ -227,6 +246,10 @@ class Results:
             [{'name': 'circle', 'class': 0, 'confidence': 0.75, 'box': {'x1': 0.125, 'y1': 0.5, 'x2': 0.375, 'y2': 1.0}}]
         """
         if self.boxes is None:
+            if self.semantic is not None:
+                from .semantic_io import semantic_summary
+
+                return semantic_summary(self, decimals=decimals)
             if self.probs is None:
                 return []
             return [{"name": self.names.get(c, str(c)), "class": c,
@@ -293,7 +316,8 @@ class Results:
     def __repr__(self) -> str:
         where = repr(self.path) + (f", frame={self.frame}" if self.frame is not None else "")
         speed = ", ".join(f"{k}={v:.1f}ms" for k, v in self.speed.items())
-        what = "top5" if self.boxes is None and self.probs is not None else f"{len(self)} detections"
+        what = ("semantic map" if self.semantic is not None and self.boxes is None else "top5"
+                if self.boxes is None and self.probs is not None else f"{len(self)} detections")
         return (f"Results(path={where}, orig_shape={self.orig_shape}, {what}: "
                 f"{self.verbose()}; speed: {speed or 'n/a'})")
 
@@ -302,7 +326,8 @@ class Results:
         """The original image with boxes and labels drawn: BGR uint8 (H, W, 3), a new array.
 
         BGR like ``orig_img``, so ``cv2.imwrite("out.jpg", r.plot())`` keeps the colours; use
-        ``r.plot()[..., ::-1]`` for PIL / matplotlib. Detections are drawn least confident first,
+        ``r.plot()[..., ::-1]`` for PIL / matplotlib. A semantic result is blended with one colour per
+        class (:func:`~libreyolo.engine.semantic_io.plot_semantic`). Detections are drawn least confident first,
         so where labels overlap the most confident one is readable. Tracked boxes
         (:attr:`Boxes.is_track`) are coloured by track id and labelled ``id:<n> <name>``.
 
@@ -319,6 +344,10 @@ class Results:
         """
         from .plotting import draw_detections
 
+        if self.boxes is None and self.semantic is not None:
+            from .semantic_io import plot_semantic
+
+            return plot_semantic(self)
         if self.boxes is None and self.probs is not None:
             from .results_io import plot_probs
 
@@ -370,6 +399,20 @@ class Results:
         logger.debug("saved %s", file)
         self.save_path = file
         return file
+
+    def save_mask(self, file: str | Path) -> Path:
+        """Write :attr:`semantic` as a single-channel PNG of class ids (the dataset mask format).
+
+        Example:
+            >>> r = Results(orig_img=np.zeros((4, 6, 3), np.uint8), names={0: "a", 1: "b"}, semantic=torch.ones(4, 6, dtype=torch.int64))
+            >>> import tempfile; r.save_mask(Path(tempfile.mkdtemp()) / "mask.png").suffix, r.verbose()
+            ('.png', 'b 100%')
+        """
+        if self.semantic is None:
+            raise ConfigError("save_mask() needs a semantic-segmentation result (Results.semantic is None)")
+        from .semantic_io import save_mask
+
+        return save_mask(self, file)
 
     def save_txt(self, file: str | Path, *, save_conf: bool = False) -> Path:
         """Write the detections as YOLO label lines ``cls xc yc w h [conf] [id]`` (normalised
@@ -446,47 +489,3 @@ def _plural(word: str) -> str:
     if len(word) > 1 and word.endswith("y") and word[-2] not in "aeiou":
         return word[:-1] + "ies"
     return word + "s"
-
-
-def next_run_dir(base: str | Path) -> Path:
-    """Create and return the first free run folder: ``base``, then ``base2``, ``base3``...
-
-    Example: ``next_run_dir(Path("runs/detect/predict"))`` -> ``runs/detect/predict2`` when
-    ``runs/detect/predict`` exists. Creation is atomic, so two processes never share a folder.
-    """
-    base = Path(base)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    n = 1
-    while True:
-        candidate = base if n == 1 else base.with_name(f"{base.name}{n}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            n += 1
-
-
-def write_bgr(file: Path, bgr: np.ndarray) -> None:
-    """Encode a BGR image by ``file``'s suffix (JPEG quality 95) and write it: OpenCV when it is
-    installed, Pillow otherwise; non-ASCII paths work either way."""
-    suffix = file.suffix.lower()
-    try:
-        import cv2
-    except ImportError:
-        cv2 = None
-    if cv2 is not None:
-        params = [cv2.IMWRITE_JPEG_QUALITY, 95] if suffix in (".jpg", ".jpeg") else []
-        ok, buf = cv2.imencode(suffix, bgr, params)
-        if not ok:
-            raise ConfigError(f"OpenCV could not encode an image as '{file.suffix}' for '{file}'")
-        try:
-            buf.tofile(str(file))  # handles non-ASCII paths, unlike cv2.imwrite
-        except OSError as e:
-            raise ConfigError(f"cannot write '{file}': {e}") from e
-        return
-    from PIL import Image
-
-    try:
-        Image.fromarray(np.ascontiguousarray(bgr[:, :, ::-1])).save(file, quality=95)
-    except (OSError, ValueError, KeyError) as e:
-        raise ConfigError(f"cannot write '{file}': {e}") from e

@@ -1,6 +1,7 @@
 """Tables, label files, crops and the probabilities plot of
 :class:`~libreyolo.engine.results.Results` (its ``to_df``, ``to_csv``, ``save_txt``, ``save_crop``
-and classification ``plot`` live here to keep ``results.py`` small).
+and classification ``plot`` live here to keep ``results.py`` small), and the image writer and
+run-folder naming the results and the savers share (:func:`write_bgr`, :func:`next_run_dir`).
 
 pandas is optional: only :func:`summary_to_df` imports it, when first called; CSV is written
 with the standard library.
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 _DETECT_COLUMNS = ("name", "class", "confidence", "x1", "y1", "x2", "y2")
 _TRACK_COLUMNS = ("track_id",)
 _PROBS_COLUMNS = ("name", "class", "confidence")
+_SEMANTIC_COLUMNS = ("name", "class", "pixels", "fraction")
 
 
 def _flat_rows(summary: list[dict[str, Any]], kind: str | None = None) -> tuple[list[str], list[dict[str, Any]]]:
@@ -39,8 +41,10 @@ def _flat_rows(summary: list[dict[str, Any]], kind: str | None = None) -> tuple[
         flat.update(row.get("box", {}))
         rows.append(flat)
     if kind is None:
-        kind = "detect" if not summary else "probs" if "box" not in summary[0] else \
-            "track" if "track_id" in summary[0] else "detect"
+        kind = "detect" if not summary else "semantic" if "pixels" in summary[0] else "probs" \
+            if "box" not in summary[0] else "track" if "track_id" in summary[0] else "detect"
+    if kind == "semantic":
+        return list(_SEMANTIC_COLUMNS), rows
     if kind == "probs":
         return list(_PROBS_COLUMNS), rows
     return list(_DETECT_COLUMNS) + (list(_TRACK_COLUMNS) if kind == "track" else []), rows
@@ -69,7 +73,9 @@ def summary_to_csv(summary: list[dict[str, Any]], kind: str | None = None) -> st
 
 
 def table_kind(r: Results) -> str:
-    """The columns :func:`summary_to_csv` uses for ``r``: "track", "detect" or "probs"."""
+    """The columns :func:`summary_to_csv` uses for ``r``: "track", "detect", "probs" or "semantic"."""
+    if r.boxes is None and r.semantic is not None:
+        return "semantic"
     if r.boxes is None and r.probs is not None:
         return "probs"
     return "track" if r.boxes is not None and r.boxes.is_track else "detect"
@@ -128,8 +134,6 @@ def crop_stem(r: Results, file_name: str | Path | None) -> str:
 
 def write_crops(r: Results, save_dir: Path, stem: str) -> list[Path]:
     """Write :func:`crop_boxes` as ``save_dir/<class name>/<stem>[_k].jpg``; returns the files."""
-    from .results import write_bgr
-
     written = []
     for cls, crop in crop_boxes(r):
         folder = save_dir / _safe(r.names.get(cls, str(cls)))
@@ -184,3 +188,47 @@ def _probs_pil(r: Results, *, conf: bool) -> np.ndarray:
         draw.text((6, y), text, fill=(255, 255, 255))
         y = bottom + 6
     return np.ascontiguousarray(np.asarray(pil)[:, :, ::-1])
+
+
+def next_run_dir(base: str | Path) -> Path:
+    """Create and return the first free run folder: ``base``, then ``base2``, ``base3``...
+
+    Example: ``next_run_dir(Path("runs/detect/predict"))`` -> ``runs/detect/predict2`` when
+    ``runs/detect/predict`` exists. Creation is atomic, so two processes never share a folder.
+    """
+    base = Path(base)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        candidate = base if n == 1 else base.with_name(f"{base.name}{n}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            n += 1
+
+
+def write_bgr(file: Path, bgr: np.ndarray) -> None:
+    """Encode a BGR image by ``file``'s suffix (JPEG quality 95) and write it: OpenCV when it is
+    installed, Pillow otherwise; non-ASCII paths work either way."""
+    suffix = file.suffix.lower()
+    try:
+        import cv2
+    except ImportError:
+        cv2 = None
+    if cv2 is not None:
+        params = [cv2.IMWRITE_JPEG_QUALITY, 95] if suffix in (".jpg", ".jpeg") else []
+        ok, buf = cv2.imencode(suffix, bgr, params)
+        if not ok:
+            raise ConfigError(f"OpenCV could not encode an image as '{file.suffix}' for '{file}'")
+        try:
+            buf.tofile(str(file))  # handles non-ASCII paths, unlike cv2.imwrite
+        except OSError as e:
+            raise ConfigError(f"cannot write '{file}': {e}") from e
+        return
+    from PIL import Image
+
+    try:
+        Image.fromarray(np.ascontiguousarray(bgr[:, :, ::-1])).save(file, quality=95)
+    except (OSError, ValueError, KeyError) as e:
+        raise ConfigError(f"cannot write '{file}': {e}") from e

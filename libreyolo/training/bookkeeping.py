@@ -89,7 +89,8 @@ def progress_text(*, epoch: int, epochs: int, names: tuple[str, ...], mloss: Ten
     """The progress bar's line: epoch, reserved CUDA memory, mean losses, instances, input size."""
     mem = f"{torch.cuda.memory_reserved(device) / 2**30:.2f}G" if device.type == "cuda" else "-"
     desc = " ".join(f"{k}={v:.3f}" for k, v in zip(names, mloss.tolist(), strict=False))
-    return f"{epoch + 1}/{epochs} mem={mem} {desc} inst={int(batch['cls'].numel())} size={imgs.shape[-1]}"
+    inst = int(batch["cls"].numel()) if "cls" in batch else int(imgs.shape[0])  # semantic: images (no instances)
+    return f"{epoch + 1}/{epochs} mem={mem} {desc} inst={inst} size={imgs.shape[-1]}"
 
 
 def loss_row(*, epoch: int, names: tuple[str, ...], losses: Tensor) -> dict[str, float]:
@@ -102,7 +103,7 @@ def epoch_row(*, epoch: int, names: tuple[str, ...], losses: Tensor, metrics: di
     """One ``results.csv`` row: training losses, validation metrics and losses, learning rates,
     epoch time and throughput."""
     row = loss_row(epoch=epoch, names=names, losses=losses)
-    for k in ("precision", "recall", "mAP50", "mAP50-95", "top1", "top5"):
+    for k in ("precision", "recall", "mAP50", "mAP50-95", "top1", "top5", "mIoU", "aAcc", "mAcc"):
         if k in metrics:
             row[f"metrics/{k}"] = metrics[k]
     row.update({f"val/{n}_loss": v for n, v in getattr(metrics, "losses", {}).items()})

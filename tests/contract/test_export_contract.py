@@ -42,7 +42,11 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     (pt,) = model.predict(img, imgsz=64)
     (ox,) = loaded.predict(img, imgsz=64)
     assert (pt.boxes is None) == (ox.boxes is None) and (pt.probs is None) == (ox.probs is None)
-    if pt.probs is not None:  # classification: the same distribution
+    assert (pt.semantic is None) == (ox.semantic is None)
+    if pt.semantic is not None:  # semantic segmentation: the same class map (ties of near-equal logits aside)
+        assert ox.semantic.shape == pt.semantic.shape == (48, 80)
+        assert float((ox.semantic == pt.semantic).float().mean()) > 0.999
+    elif pt.probs is not None:  # classification: the same distribution
         assert torch.allclose(pt.probs.data, ox.probs.data, atol=1e-3)
     else:
         assert ox.boxes.data.shape[1] == 6 and ox.orig_shape == pt.orig_shape == (48, 80)

@@ -23,7 +23,10 @@ from libreyolo.registry import get_family
 
 MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxes",
            "libreyolo.tasks.detect.results", "libreyolo.training.config", "libreyolo.registry",
-           "libreyolo.bench.run")
+           "libreyolo.bench.run", "libreyolo.tasks.semantic.scoring", "libreyolo.tasks.semantic.metrics",
+           "libreyolo.tasks.semantic.maps", "libreyolo.engine.semantic_io", "libreyolo.data.semantic",
+           "libreyolo.data.shapes_sem", "libreyolo.models._base.semantic", "libreyolo.models.segformer.nn",
+           "libreyolo.models.segformer.convert")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
@@ -36,13 +39,17 @@ REQUIRED = (
                        "prepared", "load_weights")),
     "libreyolo.engine.results", "libreyolo.engine.results.Results",
     *(_R + m for m in ("update", "__getitem__", "new", "cpu", "numpy", "to", "counts", "verbose", "summary",
-                       "to_df", "to_csv", "to_json", "plot", "save", "save_txt", "crops", "save_crop")),
+                       "to_df", "to_csv", "to_json", "plot", "save", "save_txt", "crops", "save_crop",
+                       "save_mask")),
     "libreyolo.engine.boxes.Boxes",
     *("libreyolo.engine.boxes.Boxes." + m for m in ("cpu", "to", "numpy", "tolist")),
     "libreyolo.engine.boxes.Probs",
     *("libreyolo.engine.boxes.Probs." + m for m in ("cpu", "to", "numpy", "tolist")),
     "libreyolo.tasks.detect.results.DetMetrics",
     *("libreyolo.tasks.detect.results.DetMetrics." + m for m in ("summary", "to_dict", "to_json")),
+    "libreyolo.tasks.semantic.scoring.SemMetrics", "libreyolo.tasks.semantic.metrics.scores",
+    "libreyolo.tasks.semantic.metrics.confusion", "libreyolo.tasks.semantic.maps.to_original",
+    "libreyolo.data.semantic.load_semantic_data", "libreyolo.data.shapes_sem.ensure_shapes_sem_dataset",
     "libreyolo.training.config.TrainConfig",
     "libreyolo.registry.families", "libreyolo.registry.get_family", "libreyolo.registry.parse_weights_name",
     "libreyolo.bench.run.run_benchmark",

@@ -46,3 +46,14 @@ def test_classify_batch_feeds_the_family_criterion():
     model = Model(fam(size="18", nc=6))
     loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
     assert torch.isfinite(loss) and items.shape == (1,)
+
+
+def test_semantic_batch_feeds_the_family_criterion():
+    mod = parity_train
+    b = mod.semantic_batch(batch=2, imgsz=64, nc=6, seed=1, device=torch.device("cpu"))
+    assert b["img"].shape == (2, 3, 64, 64) and b["mask"].shape == (2, 64, 64) and b["mask"].dtype == torch.int64
+    assert int(b["mask"].max()) < 6 and int((b["mask"] > 0).sum()) > 0 and int((b["mask"] == -1).sum()) > 0
+    assert torch.equal(b["mask"], mod.semantic_batch(batch=2, imgsz=64, nc=6, seed=1, device=torch.device("cpu"))["mask"])
+    model = Model(families()["segformer"](size="b0", nc=6))
+    loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
+    assert torch.isfinite(loss) and items.shape == (1,) and float(items) > 0
