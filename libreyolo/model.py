@@ -384,7 +384,7 @@ class Model:
         return validate(self, adjust(overrides) if adjust is not None else overrides)
 
     def export(self, **overrides: Any) -> Path:
-        """Export the network (``format`` onnx, torchscript, openvino; keys of :class:`~libreyolo.export.config.ExportConfig`);
+        """Export the network (``format`` onnx, torchscript, openvino, ncnn, executorch; keys of :class:`~libreyolo.export.config.ExportConfig`);
         the exported graph holds portable math. ``LibreYOLO(path)`` loads it back as a :class:`Model`.
 
         Example:

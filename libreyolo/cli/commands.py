@@ -400,7 +400,7 @@ COMMANDS: dict[str, Command] = {
         Command(name="val", summary="COCO-style metrics (mAP50-95, mAP50, precision, recall) on a dataset",
                 example="libreyolo val model=runs/detect/train/weights/best.pt data=my-dataset.yaml",
                 run=run_val, keys=_val_keys),
-        Command(name="export", summary="export the network (onnx, torchscript, openvino, ncnn) with portable math",
+        Command(name="export", summary="export the network (onnx, torchscript, openvino, ncnn, executorch) with portable math",
                 example="libreyolo export model=LibreYOLO9t.pt format=onnx imgsz=640 --dynamic",
                 run=run_export, keys=_export_keys),
         Command(name="convert", summary="convert a checkpoint of another library (Ultralytics, timm) to libreyolo",

@@ -16,7 +16,7 @@ class ExportConfig:
     """Options of ``model.export(...)`` / ``libreyolo export``.
 
     format: a registered format (:mod:`libreyolo.export.registry`: ``onnx``, ``torchscript``,
-    ``openvino``, ``ncnn``). imgsz: input size (int or (h, w)); batch: batch size of the traced input;
+    ``openvino``, ``ncnn``, ``executorch``). imgsz: input size (int or (h, w)); batch: batch size of the traced input;
     dynamic: make batch, height and width dynamic axes (as far as the family allows; with the
     decode inside only the batch); opset: ONNX opset (ONNX and OpenVINO); half: float16 weights
     and input (CUDA only); simplify: run ``onnxslim`` over the graph when installed; file:
@@ -33,7 +33,7 @@ class ExportConfig:
     Each field's ``metadata["help"]`` is the line ``libreyolo export --help`` shows for it.
     """
 
-    format: str = field(default="onnx", metadata={"help": "export format: onnx, torchscript, openvino or ncnn"})
+    format: str = field(default="onnx", metadata={"help": "export format: onnx, torchscript, openvino, ncnn or executorch"})
     imgsz: int | tuple[int, int] = field(default=640, metadata={"help": "input size: 640 or h,w"})
     batch: int = field(default=1, metadata={"help": "batch size of the exported input"})
     dynamic: bool = field(default=False, metadata={"help": "dynamic batch/height/width axes"})

@@ -103,7 +103,7 @@ def get_format(name: str) -> ExportFormat:
 
 def format_of_path(path: str | Path) -> ExportFormat | None:
     """The format whose layout ``path`` has (``x.onnx``, ``x.torchscript``, an OpenVINO folder or
-    its ``.xml``, an NCNN folder or its ``.param``), or ``None`` for anything else (a checkpoint, a weights name)."""
+    its ``.xml``, an NCNN folder or its ``.param``, an ExecuTorch folder or its ``.pte``), or ``None`` for anything else (a checkpoint, a weights name)."""
     p = Path(path)
     for fmt in _FORMATS.values():
         if fmt.matches(p):
@@ -134,4 +134,9 @@ register_format(ExportFormat(
     name="ncnn", suffix="_ncnn_model", exporter="libreyolo.export.ncnn:export_ncnn",
     backend="libreyolo.export.ncnn:NCNNBackend", extra="libreyolo[ncnn]", runs="NCNN (CPU)",
     dir_suffix=True, file_suffixes=(".param",), marker="*.ncnn.param",
+))
+register_format(ExportFormat(
+    name="executorch", suffix="_executorch_model", exporter="libreyolo.export.executorch:export_executorch",
+    backend="libreyolo.export.executorch:ExecuTorchBackend", extra="libreyolo[executorch]",
+    runs="ExecuTorch (XNNPACK, CPU)", dir_suffix=True, file_suffixes=(".pte",), marker="*.pte",
 ))
