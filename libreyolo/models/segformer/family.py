@@ -14,6 +14,12 @@ class SegFormer(SemanticFamily):
     NAME_TOKEN: ClassVar[str] = "SegFormer"  # LibreSegFormer<size>-sem.pt
     SIZES: ClassVar[tuple[str, ...]] = ("b0", "b1")
     DEFAULT_IMGSZ: ClassVar[int] = 512
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (7959233: 4/4 rows bitwise)
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
+    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = (
+        "step-zero loss not bit-identical in any row (docs/cuda-graph-training-parity.json, 7959233): its "
+        "stochastic depth draws from the graph's own RNG stream, as convnext-tiny's"
+    )
     # The reference recipe (ADE20K, ImageNet-pretrained encoder): AdamW, lr 6e-5, weight decay 0.01.
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
         "optimizer": "AdamW", "lr0": 6e-5, "momentum": 0.9, "weight_decay": 0.01, "warmup_bias_lr": 0.0,
