@@ -12,6 +12,7 @@ from .resnet.family import ResNet
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
+from .swin.family import Swin
 from .vit.family import ViT
 from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
@@ -35,3 +36,4 @@ register_family(MobileNetV4)
 register_family(EfficientNetV2)
 register_family(ViT)
 register_family(DeiT)
+register_family(Swin)
