@@ -105,16 +105,16 @@ class RelativePositionBias(nn.Module):
 
 def partition(x: Tensor, w: int) -> Tensor:
     """(B, h, w_, C) with h, w_ multiples of ``w`` -> windows (B * nW, w*w, C), row-major windows."""
-    b, h, wd, c = x.shape
-    x = x.view(b, h // w, w, wd // w, w, c).permute(0, 1, 3, 2, 4, 5)
+    h, wd, c = int(x.shape[1]), int(x.shape[2]), int(x.shape[3])  # static; the batch stays symbolic
+    x = x.view(-1, h // w, w, wd // w, w, c).permute(0, 1, 3, 2, 4, 5)
     return x.reshape(-1, w * w, c)
 
 
-def unpartition(win: Tensor, w: int, b: int, h: int, wd: int) -> Tensor:
+def unpartition(win: Tensor, w: int, h: int, wd: int) -> Tensor:
     """Inverse of :func:`partition`: (B * nW, w*w, C) -> (B, h, wd, C)."""
-    c = win.shape[-1]
-    x = win.view(b, h // w, wd // w, w, w, c).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(b, h, wd, c)
+    c = int(win.shape[-1])
+    x = win.view(-1, h // w, wd // w, w, w, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, h, wd, c)
 
 
 def _regions(size: int, padded: int, window: int, shift: int, device: torch.device) -> Tensor:
@@ -133,8 +133,9 @@ def window_mask(grid: tuple[int, int], padded: tuple[int, int], window: int, shi
 
     Example:
         >>> m = window_mask((14, 14), (14, 14), 7, (3, 3), device=torch.device("cpu"), dtype=torch.float32)
-        >>> tuple(m.shape), int((m[0] != 0).sum()), int((m[3] != 0).sum())  # the first window is whole
-        ((4, 49, 49), 0, 1600)
+        >>> # the first window is whole; the last straddles 4 regions (4x4, 4x3, 3x4, 3x3 tokens)
+        >>> tuple(m.shape), int((m[0] != 0).sum()), int((m[3] == 0).sum()) == 16**2 + 2 * 12**2 + 9**2
+        ((4, 49, 49), 0, True)
     """
     if not any(shift) and tuple(grid) == tuple(padded):
         return None
@@ -164,7 +165,7 @@ class SwinBlock(nn.Module):
         self.drop_path = StochasticDepth(drop_path, "row") if drop_path > 0 else nn.Identity()
 
     def forward(self, x: Tensor, *, padded: tuple[int, int], shift: tuple[int, int], mask: Tensor | None) -> Tensor:
-        b, h, w, c = x.shape
+        h, w = int(x.shape[1]), int(x.shape[2])
         y = self.norm1(x)
         if (h, w) != tuple(padded):
             y = F.pad(y, (0, 0, 0, padded[1] - w, 0, padded[0] - h))
@@ -174,8 +175,8 @@ class SwinBlock(nn.Module):
         bias = None
         if mask is not None:  # (nW, N, N) -> (B * nW, 1, N, N): the windows of each image in turn
             n = mask.shape[-1]
-            bias = mask.unsqueeze(0).expand(b, -1, -1, -1).reshape(-1, 1, n, n)
-        y = unpartition(self.attn(win, attn_bias=bias), self.window, b, *padded)
+            bias = mask.unsqueeze(0).expand(x.shape[0], -1, -1, -1).reshape(-1, 1, n, n)
+        y = unpartition(self.attn(win, attn_bias=bias), self.window, *padded)
         if any(shift):
             y = torch.roll(y, shifts=shift, dims=(1, 2))
         if (h, w) != tuple(padded):
@@ -194,8 +195,8 @@ class PatchMerging(nn.Module):
         self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        b, h, w, c = x.shape
-        x = x.view(b, h // 2, 2, w // 2, 2, c).permute(0, 1, 3, 4, 2, 5).reshape(b, h // 2, w // 2, 4 * c)
+        h, w, c = int(x.shape[1]), int(x.shape[2]), int(x.shape[3])
+        x = x.view(-1, h // 2, 2, w // 2, 2, c).permute(0, 1, 3, 4, 2, 5).reshape(-1, h // 2, w // 2, 4 * c)
         return self.reduction(self.norm(x))
 
 
@@ -279,9 +280,10 @@ class SwinTransformer(nn.Module):
         """Raise a one-line ConfigError unless H and W are multiples of the stride (32)."""
         h, w = int(x.shape[-2]), int(x.shape[-1])
         if h % self.stride or w % self.stride:
+            near = [max(self.stride, round(v / self.stride) * self.stride) for v in (h, w)]
             raise ConfigError(f"Swin needs an input height and width that are multiples of {self.stride}, got "
-                              f"{h}x{w}; use imgsz={max(self.stride, round(max(h, w) / self.stride) * self.stride)} "
-                              "(224 is the trained size)")
+                              f"{h}x{w}; use e.g. {near[0]}x{near[1]} (imgsz a multiple of {self.stride}; 224 is "
+                              "the trained size)")
 
     def stages(self, x: Tensor) -> list[Tensor]:
         """Standardised images -> the four stage outputs (B, H/4/2**i, W/4/2**i, C*2**i), channels
