@@ -13,6 +13,7 @@ from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
 from .segformer.family import SegFormer
+from .swin.family import Swin
 from .vit.family import ViT
 from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
@@ -36,4 +37,5 @@ register_family(MobileNetV4)
 register_family(EfficientNetV2)
 register_family(ViT)
 register_family(DeiT)
+register_family(Swin)
 register_family(SegFormer)

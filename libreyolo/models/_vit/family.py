@@ -2,26 +2,27 @@
 
 A subclass declares ``FAMILY``, ``NAME_TOKEN``, ``SIZES`` and ``SPECS`` (size -> :class:`ViTSpec`).
 ``fused_attn`` is on by default (as upstream timm; SPEC K-9) and is the family's one architecture
-option: ``model.arch`` is ``{}`` while every attention layer has it on and ``{"fused_attn": False}``
-otherwise, so a checkpoint saved with it off loads with it off, the parity harness keys those rows
-apart (``parity_predict.py --arch '{"fused_attn": false}'``), and a head rebuilt for a new class
-count keeps the setting. The weights are the same either way.
+option (:class:`~libreyolo.models._base.fused_attn.FusedAttentionOption`): ``model.arch`` is ``{}``
+with it on and ``{"fused_attn": False}`` with it off in every layer (parity rows of the off state:
+``parity_predict.py --arch '{"fused_attn": false}'``).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from torch import nn
 
 from ...errors import ConfigError
-from ...kernels.attention import fused_attention_modules, set_fused_attention
 from .._base.classify import ClassifyFamily
+from .._base.fused_attn import FusedAttentionOption
 from .net import ViTSpec, build_vit_classifier
 
 
-class VisionTransformerFamily(ClassifyFamily):
+class VisionTransformerFamily(FusedAttentionOption, ClassifyFamily):
     """Base of the ViT-lineage classify families (module docstring)."""
+
+    FUSED_ATTN_DEFAULT: ClassVar[bool] = True  # as timm (SPEC K-9 names ViT/DeiT on by default)
 
     SPECS: ClassVar[dict[str, ViTSpec]] = {}
     STRIDE: ClassVar[int] = 16  # the patch size
@@ -49,15 +50,3 @@ class VisionTransformerFamily(ClassifyFamily):
         if size not in cls.SPECS:
             raise ConfigError(f"{cls.FAMILY} has no size {size!r}; sizes: {', '.join(cls.SPECS)}")
         return build_vit_classifier(cls.SPECS[size], nc=nc, fused_attn=fused_attn)
-
-    @property
-    def arch(self) -> dict[str, Any]:
-        """``{}`` with fused attention on in every layer (the default), else ``{"fused_attn": False}``."""
-        flags = [m.fused_attn for m in fused_attention_modules(self.net)]
-        return {} if flags and all(flags) else {"fused_attn": False}
-
-    def set_arch(self, *, fused_attn: bool = True) -> None:
-        """Turn fused attention on or off in every attention layer, in place (weights kept).
-        The same as ``set_fused_attention(model.net, enabled=fused_attn)``; captured graphs do not
-        depend on it (capture always runs the explicit equation)."""
-        set_fused_attention(self.net, enabled=bool(fused_attn))

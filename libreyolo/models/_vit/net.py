@@ -31,6 +31,7 @@ from torchvision.ops import StochasticDepth
 from ...errors import ConfigError
 from ...layers.attention import Attention
 from ...layers.classify import ImageClassifier
+from ...layers.mlp import Mlp
 
 LN_EPS = 1e-6
 
@@ -86,19 +87,6 @@ class PatchEmbed(nn.Module):
         y = self.proj(x)  # (B, D, gh, gw)
         grid = (int(y.shape[-2]), int(y.shape[-1]))
         return y.flatten(2).transpose(1, 2), grid
-
-
-class Mlp(nn.Module):
-    """``fc2(gelu(fc1(x)))``: (B, N, D) -> (B, N, D) through ``hidden`` channels."""
-
-    def __init__(self, dim: int, hidden: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(dim, hidden)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden, dim)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.act(self.fc1(x)))
 
 
 class Block(nn.Module):

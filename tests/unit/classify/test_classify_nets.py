@@ -13,7 +13,8 @@ from libreyolo.registry import families
 PUBLISHED = {("resnet", "18"): 11.7, ("resnet", "50"): 25.6, ("convnext", "atto"): 3.7,
              ("convnext", "tiny"): 28.6, ("mobilenetv4", "conv_small"): 3.8,
              ("efficientnetv2", "b0"): 7.1, ("efficientnetv2", "s"): 21.5,
-             ("vit", "s16"): 22.1, ("vit", "b16"): 86.6, ("deit", "t"): 5.7, ("deit", "s"): 22.1}
+             ("vit", "s16"): 22.1, ("vit", "b16"): 86.6, ("deit", "t"): 5.7, ("deit", "s"): 22.1,
+             ("swin", "t"): 28.3, ("swin", "s"): 49.6}
 CLS_FAMS = sorted({f for f, _ in PUBLISHED})
 
 
