@@ -99,17 +99,19 @@ def decode(raw: list[Tensor] | tuple[Tensor, ...], *, net: nn.Module, k: int,
     return pack_candidates(boxes, top, best.gather(1, idx))
 
 
-def _check_raw(feats: list[Tensor], *, nc: int, reg_max: int, n_levels: int) -> None:
+def check_raw(feats: list[Tensor], *, nc: int, reg_max: int, n_levels: int, name: str = "YOLOv9",
+              hint: str = "pass the network's raw output list unchanged") -> None:
+    """One-line errors for a raw head output that does not fit (level count, channels)."""
     if len(feats) != n_levels:
-        raise ConfigError(
-            f"the YOLOv9 postprocess expects {n_levels} output levels, got {len(feats)}: pass the "
-            "network's raw output list unchanged"
-        )
+        raise ConfigError(f"the {name} postprocess expects {n_levels} output levels, got {len(feats)}: {hint}")
     want = 4 * reg_max + nc
     for i, f in enumerate(feats):
         if f.dim() != 4 or f.shape[1] != want:
             raise ConfigError(
-                f"YOLOv9 output level {i} has shape {tuple(f.shape)}; expected "
+                f"{name} output level {i} has shape {tuple(f.shape)}; expected "
                 f"(B, {want}, h, w) = 4 * reg_max ({reg_max}) + nc ({nc}) channels. "
                 "Was the network built with a different number of classes?"
             )
+
+
+_check_raw = check_raw

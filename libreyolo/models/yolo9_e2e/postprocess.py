@@ -14,9 +14,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ...errors import ConfigError
 from ...ops.anchors import dfl_expectation, dist2bbox, flatten_levels, make_anchors
 from ...ops.candidates import pack_candidates
+from .._gelan.postprocess import check_raw
 
 
 def decode(raw: list[Tensor] | tuple[Tensor, ...], *, net: nn.Module, k: int,
@@ -96,16 +96,5 @@ def postprocess(
 
 
 def _check_raw(feats: list[Tensor], *, nc: int, reg_max: int, n_levels: int) -> None:
-    if len(feats) != n_levels:
-        raise ConfigError(
-            f"yolo9_e2e postprocess expects the {n_levels} one-to-one output levels, got {len(feats)}: pass the "
-            "eval-mode network output unchanged (train mode adds the one-to-many levels)"
-        )
-    want = 4 * reg_max + nc
-    for i, f in enumerate(feats):
-        if f.dim() != 4 or f.shape[1] != want:
-            raise ConfigError(
-                f"yolo9_e2e output level {i} has shape {tuple(f.shape)}; expected "
-                f"(B, {want}, h, w) = 4 * reg_max ({reg_max}) + nc ({nc}) channels. "
-                "Was the network built with a different number of classes?"
-            )
+    check_raw(feats, nc=nc, reg_max=reg_max, n_levels=n_levels, name="yolo9_e2e",
+              hint="pass the eval-mode network output unchanged (train mode adds the one-to-many levels)")
