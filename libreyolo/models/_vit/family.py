@@ -1,11 +1,13 @@
-"""Family glue of the plain Vision Transformers: sizes from a spec table, the ``fused_attn`` option.
+"""Family glue of the Vision Transformers: sizes from a spec table, the ``fused_attn`` option.
 
-A subclass declares ``FAMILY``, ``NAME_TOKEN``, ``SIZES`` and ``SPECS`` (size -> :class:`ViTSpec`).
-``fused_attn`` is on by default (as upstream timm; SPEC K-9) and is the family's one architecture
-option: ``model.arch`` is ``{}`` while every attention layer has it on and ``{"fused_attn": False}``
-otherwise, so a checkpoint saved with it off loads with it off, the parity harness keys those rows
-apart (``parity_predict.py --arch '{"fused_attn": false}'``), and a head rebuilt for a new class
-count keeps the setting. The weights are the same either way.
+A subclass declares ``FAMILY``, ``NAME_TOKEN``, ``SIZES`` and ``SPECS`` (size -> :class:`ViTSpec`),
+and ``FUSED_ATTN_DEFAULT``: on for ViT and DeiT (as upstream timm; SPEC K-9), off for the families
+that keep the explicit equation until a byte-exact parity run (DINOv2). ``fused_attn`` is the
+family's one architecture option: ``model.arch`` is ``{}`` while every attention layer has the
+default and ``{"fused_attn": <the other value>}`` otherwise (a mix counts as off), so a checkpoint
+saved with it flipped loads flipped, the parity harness keys those rows apart
+(``parity_predict.py --arch '{"fused_attn": false}'``), and a head rebuilt for a new class count
+keeps the setting. The weights are the same either way.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class VisionTransformerFamily(ClassifyFamily):
 
     SPECS: ClassVar[dict[str, ViTSpec]] = {}
     STRIDE: ClassVar[int] = 16  # the patch size
+    FUSED_ATTN_DEFAULT: ClassVar[bool] = True
     # docs/cuda-graph-parity.json (commit 3ecc799): every fused_attn=False row is bitwise, every
     # default (fused_attn=True) row differs, as SPEC K-9 expects: eager runs SDPA, the graph the equation
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
@@ -45,19 +48,23 @@ class VisionTransformerFamily(ClassifyFamily):
     }
 
     @classmethod
-    def build_net(cls, *, size: str, nc: int, task: str, fused_attn: bool = True) -> nn.Module:
+    def build_net(cls, *, size: str, nc: int, task: str, fused_attn: bool | None = None) -> nn.Module:
         if size not in cls.SPECS:
             raise ConfigError(f"{cls.FAMILY} has no size {size!r}; sizes: {', '.join(cls.SPECS)}")
-        return build_vit_classifier(cls.SPECS[size], nc=nc, fused_attn=fused_attn)
+        on = cls.FUSED_ATTN_DEFAULT if fused_attn is None else bool(fused_attn)
+        return build_vit_classifier(cls.SPECS[size], nc=nc, fused_attn=on)
 
     @property
     def arch(self) -> dict[str, Any]:
-        """``{}`` with fused attention on in every layer (the default), else ``{"fused_attn": False}``."""
+        """``{}`` with every attention layer at the family default, else ``{"fused_attn": <on>}``."""
         flags = [m.fused_attn for m in fused_attention_modules(self.net)]
-        return {} if flags and all(flags) else {"fused_attn": False}
+        on = bool(flags) and all(flags)
+        return {} if on == self.FUSED_ATTN_DEFAULT else {"fused_attn": on}
 
-    def set_arch(self, *, fused_attn: bool = True) -> None:
-        """Turn fused attention on or off in every attention layer, in place (weights kept).
-        The same as ``set_fused_attention(model.net, enabled=fused_attn)``; captured graphs do not
-        depend on it (capture always runs the explicit equation)."""
-        set_fused_attention(self.net, enabled=bool(fused_attn))
+    def set_arch(self, *, fused_attn: bool | None = None) -> None:
+        """Turn fused attention on or off in every attention layer, in place (weights kept); no
+        argument restores the family default. The same as ``set_fused_attention(model.net,
+        enabled=fused_attn)``; captured graphs do not depend on it (capture always runs the
+        explicit equation)."""
+        on = self.FUSED_ATTN_DEFAULT if fused_attn is None else bool(fused_attn)
+        set_fused_attention(self.net, enabled=on)
