@@ -6,6 +6,7 @@ from .convnext.family import ConvNeXt
 from .deim.family import DEIM
 from .deit.family import DeiT
 from .dfine.family import DFINE
+from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
 from .mobilenetv4.family import MobileNetV4
 from .resnet.family import ResNet
@@ -39,3 +40,4 @@ register_family(ViT)
 register_family(DeiT)
 register_family(Swin)
 register_family(SegFormer)
+register_family(DINOv2)

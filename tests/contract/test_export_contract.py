@@ -22,11 +22,12 @@ FAMS = sorted(families().items())
 def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = Model(fam(size=fam.SIZES[0], nc=3))
-    path = model.export(format="onnx", imgsz=64, file=str(tmp_path / f"{name}.onnx"))
+    s = -(-64 // model.stride) * model.stride  # 64 px, or the next multiple of a stride that does not divide it
+    path = model.export(format="onnx", imgsz=s, file=str(tmp_path / f"{name}.onnx"))
     assert portable_op_violations(onnx.load(str(path))) == []
     loaded = LibreYOLO(str(path))
     assert loaded.FAMILY == name and loaded.names == model.names
-    x = torch.rand(1, 3, 64, 64)
+    x = torch.rand(1, 3, s, s)
     model.fuse()
     ref = model.eager_forward(x)
     ref = list(ref) if isinstance(ref, (list, tuple)) else [ref]
@@ -39,8 +40,8 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     import numpy as np
 
     img = np.random.default_rng(0).integers(0, 255, (48, 80, 3), dtype=np.uint8)
-    (pt,) = model.predict(img, imgsz=64)
-    (ox,) = loaded.predict(img, imgsz=64)
+    (pt,) = model.predict(img, imgsz=s)
+    (ox,) = loaded.predict(img, imgsz=s)
     assert (pt.boxes is None) == (ox.boxes is None) and (pt.probs is None) == (ox.probs is None)
     assert (pt.semantic is None) == (ox.semantic is None)
     if pt.semantic is not None:  # semantic segmentation: the same class map (ties of near-equal logits aside)

@@ -1,4 +1,5 @@
-"""ViT / DeiT on a real GPU: the fused-attention policy (SPEC K-9) with the flag on by default.
+"""ViT / DeiT / DINOv2 on a real GPU: the fused-attention policy (SPEC K-9) with the flag on (the
+default of ViT and DeiT; DINOv2's default is off, so these tests turn it on).
 
 Eager runs SDPA, a captured graph records the explicit equation (never SDPA), so the replay equals
 eager with the flag off bit for bit, and SDPA agrees with the equation to rounding. Whether eager
@@ -17,12 +18,14 @@ from libreyolo.kernels.attention import set_fused_attention
 from libreyolo.registry import families
 
 pytestmark = pytest.mark.cuda
-CASES = [("deit", "t"), ("vit", "s16")]
+CASES = [("deit", "t"), ("vit", "s16"), ("dinov2", "s14")]
 
 
 def _model(name: str, size: str):
     torch.manual_seed(0)
-    return families()[name](size=size, nc=10).to("cuda")
+    model = families()[name](size=size, nc=10).to("cuda")
+    assert set_fused_attention(model.net, enabled=True) == 12
+    return model
 
 
 @pytest.mark.parametrize(("name", "size"), CASES)

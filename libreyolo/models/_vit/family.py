@@ -1,10 +1,11 @@
-"""Family glue of the plain Vision Transformers: sizes from a spec table, the ``fused_attn`` option.
+"""Family glue of the Vision Transformers: sizes from a spec table, the ``fused_attn`` option.
 
-A subclass declares ``FAMILY``, ``NAME_TOKEN``, ``SIZES`` and ``SPECS`` (size -> :class:`ViTSpec`).
-``fused_attn`` is on by default (as upstream timm; SPEC K-9) and is the family's one architecture
-option (:class:`~libreyolo.models._base.fused_attn.FusedAttentionOption`): ``model.arch`` is ``{}``
-with it on and ``{"fused_attn": False}`` with it off in every layer (parity rows of the off state:
-``parity_predict.py --arch '{"fused_attn": false}'``).
+A subclass declares ``FAMILY``, ``NAME_TOKEN``, ``SIZES`` and ``SPECS`` (size -> :class:`ViTSpec`),
+and ``FUSED_ATTN_DEFAULT``: on for ViT and DeiT (as upstream timm; SPEC K-9), off for the families
+that keep the explicit equation until a byte-exact parity run (DINOv2). ``fused_attn`` is the
+family's one architecture option (:class:`~libreyolo.models._base.fused_attn.FusedAttentionOption`):
+``model.arch`` is ``{}`` while every attention layer has the default and ``{"fused_attn": <the
+other value>}`` otherwise (parity rows of the other state: ``parity_predict.py --arch ...``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class VisionTransformerFamily(FusedAttentionOption, ClassifyFamily):
     }
 
     @classmethod
-    def build_net(cls, *, size: str, nc: int, task: str, fused_attn: bool = True) -> nn.Module:
+    def build_net(cls, *, size: str, nc: int, task: str, fused_attn: bool | None = None) -> nn.Module:
         if size not in cls.SPECS:
             raise ConfigError(f"{cls.FAMILY} has no size {size!r}; sizes: {', '.join(cls.SPECS)}")
-        return build_vit_classifier(cls.SPECS[size], nc=nc, fused_attn=fused_attn)
+        on = cls.FUSED_ATTN_DEFAULT if fused_attn is None else bool(fused_attn)
+        return build_vit_classifier(cls.SPECS[size], nc=nc, fused_attn=on)

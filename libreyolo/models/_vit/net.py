@@ -1,4 +1,5 @@
-"""The plain Vision Transformer (Dosovitskiy et al., 2021) as a classification body.
+"""The Vision Transformer (Dosovitskiy et al., 2021) as a classification body, with the options
+the DINOv2 backbone (Oquab et al., 2024) adds: LayerScale and a class-token + patch-mean head.
 
 Tensor[B, 3, H, W] (standardised) -> logits Tensor[B, nc]:
 
@@ -9,8 +10,11 @@ Tensor[B, 3, H, W] (standardised) -> logits Tensor[B, nc]:
    (:func:`resample_pos_embed`);
 3. ``depth`` pre-norm blocks: ``x + attn(norm1(x))``, ``x + mlp(norm2(x))`` (LayerNorm eps 1e-6,
    MLP ``D -> ratio*D -> D`` with exact GELU), stochastic depth on both residual branches in
-   training;
-4. final LayerNorm, the class token's features, a linear head.
+   training; with ``ViTSpec.layer_scale`` each branch is first scaled per channel by a learned
+   vector (:class:`LayerScale`, initialised to that value);
+4. final LayerNorm, then the head's input: the class token's features (``pool="token"``) or the
+   class token concatenated with the mean of the patch tokens (``pool="token_mean"``, 2D wide, the
+   DINOv2 linear-evaluation layout), and a linear head.
 
 Attention is :class:`libreyolo.layers.attention.Attention`, so the fused-attention policy (SPEC
 K-9) governs it: with ``fused_attn`` on, eager and ``torch.compile`` run SDPA, while CUDA-graph
@@ -34,13 +38,16 @@ from ...layers.classify import ImageClassifier
 from ...layers.mlp import Mlp
 
 LN_EPS = 1e-6
+POOLS = {"token": 1, "token_mean": 2}  # head input: the class token / the class token + the patch-token mean
 
 
 @dataclass(frozen=True)
 class ViTSpec:
     """One size: width ``dim``, ``depth`` blocks, ``heads``, MLP ``mlp_ratio``, ``patch`` px,
-    trained ``img_size`` (the position-embedding grid is ``img_size // patch`` square), and the
-    stochastic-depth rate of the last block (linear from 0 over depth)."""
+    trained ``img_size`` (the position-embedding grid is ``img_size // patch`` square), the
+    stochastic-depth rate of the last block (linear from 0 over depth), ``layer_scale`` (0: none,
+    else the initial value of the per-channel branch scales) and ``pool`` (``"token"``: the class
+    token into the head; ``"token_mean"``: the class token and the patch-token mean, concatenated)."""
 
     dim: int
     depth: int
@@ -49,6 +56,8 @@ class ViTSpec:
     patch: int = 16
     img_size: int = 224
     drop_path: float = 0.1
+    layer_scale: float = 0.0
+    pool: str = "token"
 
 
 def resample_pos_embed(pos: Tensor, grid: tuple[int, int], *, trained: tuple[int, int], prefix: int = 1) -> Tensor:
@@ -89,20 +98,36 @@ class PatchEmbed(nn.Module):
         return y.flatten(2).transpose(1, 2), grid
 
 
-class Block(nn.Module):
-    """Pre-norm transformer block: ``x + dp(attn(norm1(x)))`` then ``x + dp(mlp(norm2(x)))``."""
+class LayerScale(nn.Module):
+    """``x * gamma``: a learned per-channel scale (Touvron et al., 2021, CaiT) of a residual branch,
+    (B, N, D) -> (B, N, D), ``gamma`` (D,) initialised to ``init``."""
 
-    def __init__(self, dim: int, heads: int, mlp_ratio: float, *, drop_path: float, fused_attn: bool) -> None:
+    def __init__(self, dim: int, init: float) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.full((dim,), float(init)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * self.gamma
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: ``x + dp(ls1(attn(norm1(x))))`` then ``x + dp(ls2(mlp(norm2(x))))``;
+    ``ls1``/``ls2`` are :class:`LayerScale` when ``layer_scale`` > 0, else identities (no tensors)."""
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, *, drop_path: float, fused_attn: bool,
+                 layer_scale: float = 0.0) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=LN_EPS)
         self.attn = Attention(dim, num_heads=heads, qkv_bias=True, fused_attn=fused_attn)
+        self.ls1 = LayerScale(dim, layer_scale) if layer_scale > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=LN_EPS)
         self.mlp = Mlp(dim, int(dim * mlp_ratio))
+        self.ls2 = LayerScale(dim, layer_scale) if layer_scale > 0 else nn.Identity()
         self.drop_path = StochasticDepth(drop_path, "row") if drop_path > 0 else nn.Identity()
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x + self.drop_path(self.attn(self.norm1(x)))
-        return x + self.drop_path(self.mlp(self.norm2(x)))
+        x = x + self.drop_path(self.ls1(self.attn(self.norm1(x))))
+        return x + self.drop_path(self.ls2(self.mlp(self.norm2(x))))
 
 
 class VisionTransformer(nn.Module):
@@ -118,6 +143,8 @@ class VisionTransformer(nn.Module):
         super().__init__()
         if spec.img_size % spec.patch:
             raise ConfigError(f"ViT img_size={spec.img_size} is not a multiple of patch={spec.patch}")
+        if spec.pool not in POOLS:
+            raise ConfigError(f"ViT pool={spec.pool!r} is unknown; use one of {', '.join(POOLS)}")
         self.spec = spec
         g = spec.img_size // spec.patch
         self.grid = (g, g)  # the token grid the position embedding is trained on
@@ -125,10 +152,10 @@ class VisionTransformer(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, spec.dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, 1 + g * g, spec.dim))
         rates = [spec.drop_path * i / max(spec.depth - 1, 1) for i in range(spec.depth)]  # linear from 0
-        self.blocks = nn.Sequential(*(Block(spec.dim, spec.heads, spec.mlp_ratio, drop_path=r,
-                                            fused_attn=fused_attn) for r in rates))
+        self.blocks = nn.Sequential(*(Block(spec.dim, spec.heads, spec.mlp_ratio, drop_path=r, fused_attn=fused_attn,
+                                            layer_scale=spec.layer_scale) for r in rates))
         self.norm = nn.LayerNorm(spec.dim, eps=LN_EPS)
-        self.head = nn.Linear(spec.dim, nc)
+        self.head = nn.Linear(spec.dim * POOLS[spec.pool], nc)
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -149,8 +176,15 @@ class VisionTransformer(nn.Module):
         t = torch.cat([cls, t], dim=1) + resample_pos_embed(self.pos_embed, grid, trained=self.grid)
         return self.norm(self.blocks(t))
 
+    def features(self, x: Tensor) -> Tensor:
+        """Standardised images -> the head's input (B, D) or (B, 2D) (``spec.pool``)."""
+        t = self.tokens(x)
+        if self.spec.pool == "token":
+            return t[:, 0]
+        return torch.cat([t[:, 0], t[:, 1:].mean(dim=1)], dim=1)
+
     def forward(self, x: Tensor) -> Tensor:
-        return self.head(self.tokens(x)[:, 0])
+        return self.head(self.features(x))
 
 
 def build_vit_classifier(spec: ViTSpec, *, nc: int, fused_attn: bool = True) -> ImageClassifier:

@@ -41,8 +41,9 @@ def test_raw_outputs_through_torchscript_and_openvino(name: str, fam: type, tmp_
         pass
     else:
         formats.append("openvino")
-    loaded = {f: LibreYOLO(model.export(format=f, imgsz=64, file=str(tmp_path / f))) for f in formats}
-    x = torch.rand(1, 3, 64, 64)
+    s = -(-64 // model.stride) * model.stride  # 64 px, or the next multiple of a stride that does not divide it
+    loaded = {f: LibreYOLO(model.export(format=f, imgsz=s, file=str(tmp_path / f))) for f in formats}
+    x = torch.rand(1, 3, s, s)
     model.fuse()
     ref = model.eager_forward(x)
     ref = list(ref) if isinstance(ref, (list, tuple)) else [ref]

@@ -1,0 +1,23 @@
+"""DINOv2 classification family: sizes s14 (ViT-S/14), b14 (ViT-B/14), l14 (ViT-L/14)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .._vit.family import VisionTransformerFamily
+from .._vit.net import ViTSpec
+from .nn import SPECS
+
+
+class DINOv2(VisionTransformerFamily):
+    FAMILY: ClassVar[str] = "dinov2"
+    NAME_TOKEN: ClassVar[str] = "DINOv2"  # LibreDINOv2<size>-cls.pt
+    SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
+    SPECS: ClassVar[dict[str, ViTSpec]] = SPECS
+    STRIDE: ClassVar[int] = 14  # the patch size: 224 px (the linear-evaluation size) is 16 x 16 patches
+    # SPEC K-9: the explicit attention equation until a byte-exact SDPA parity run; the flag flips it
+    FUSED_ATTN_DEFAULT: ClassVar[bool] = False
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
+    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
+    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
