@@ -34,6 +34,20 @@ AUGMENT_KEYS = ("mosaic", "mixup", "degrees", "translate", "scale", "shear", "pe
                 "hsv_h", "hsv_s", "hsv_v", "close_mosaic")
 
 
+def imgsz_multiple(model: Any) -> int:
+    """What a training ``imgsz`` is rounded up to for ``model``: 32 (every stride of the built-in
+    detectors divides it), or the model's own stride where it does not divide 32 (DINOv2's
+    14-pixel patches: 518 stays 518, which 32 would make 544 and then no whole number of patches).
+
+    Example:
+        >>> class P14: stride = 14
+        >>> imgsz_multiple(P14()), imgsz_multiple(None)
+        (14, 32)
+    """
+    stride = int(getattr(model, "stride", MAX_STRIDE) or MAX_STRIDE)
+    return MAX_STRIDE if MAX_STRIDE % stride == 0 else stride
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Every key ``model.train(**overrides)`` accepts.
@@ -146,10 +160,12 @@ class TrainConfig:
         return [f.name for f in dataclasses.fields(cls)]
 
     @classmethod
-    def from_overrides(cls, overrides: dict[str, Any]) -> TrainConfig:
+    def from_overrides(cls, overrides: dict[str, Any], *, multiple: int = MAX_STRIDE) -> TrainConfig:
         """Validate ``overrides`` (unknown keys raise :class:`ConfigError` with a suggestion).
 
-        Values are coerced to the field types and ``imgsz`` is rounded up to a multiple of 32.
+        Values are coerced to the field types and ``imgsz`` is rounded up to a multiple of
+        ``multiple`` (32; a model's own stride where 32 is not a multiple of it:
+        :func:`imgsz_multiple`).
 
         Example:
             >>> cfg = TrainConfig.from_overrides({"epochs": "5", "imgsz": 100, "cos_lr": "true"})
@@ -162,16 +178,16 @@ class TrainConfig:
             overrides = {**overrides, "freeze": ",".join(map(str, overrides["freeze"]))}
         values = {k: _coerce(k, v, hints[k]) for k, v in overrides.items()}
         imgsz = values.get("imgsz")
-        if isinstance(imgsz, int) and imgsz >= 1 and imgsz % MAX_STRIDE:
-            rounded = max(math.ceil(imgsz / MAX_STRIDE), 1) * MAX_STRIDE
+        if isinstance(imgsz, int) and imgsz >= 1 and imgsz % multiple:
+            rounded = max(math.ceil(imgsz / multiple), 1) * multiple
             logger.warning("imgsz=%d is not a multiple of the largest stride %d: training at imgsz=%d",
-                           imgsz, MAX_STRIDE, rounded)
+                           imgsz, multiple, rounded)
             values["imgsz"] = rounded
         cfg = cls(**values)
-        cfg._check()
+        cfg._check(multiple=multiple)
         return cfg
 
-    def _check(self) -> None:
+    def _check(self, *, multiple: int = MAX_STRIDE) -> None:
         positive = {"epochs": self.epochs, "batch": self.batch, "imgsz": self.imgsz,
                     "nbs": 1 if self.nbs is None else self.nbs}
         for k, v in positive.items():
@@ -194,8 +210,8 @@ class TrainConfig:
         if not 0 <= self.multi_scale < 1:
             raise ConfigError(f"multi_scale must be 0 (off) or a fraction in (0, 1) of imgsz, e.g. 0.5 for sizes "
                               f"in [imgsz*0.5, imgsz*1.5], got {self.multi_scale}")
-        if self.imgsz % MAX_STRIDE:  # from_overrides rounds; a directly built config must be right
-            raise ConfigError(f"imgsz must be a multiple of {MAX_STRIDE} (the largest stride), got {self.imgsz}")
+        if self.imgsz % multiple:  # from_overrides rounds; a directly built config must be right
+            raise ConfigError(f"imgsz must be a multiple of {multiple} (the largest stride), got {self.imgsz}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only (safe for yaml and ``torch.load(weights_only=True)``).
@@ -248,7 +264,8 @@ def resolve_resume(cfg: TrainConfig, explicit: set[str]) -> tuple[Path, dict[str
                               "last.pt of a run that finished all its epochs); resume from weights/last.pt of an "
                               f"unfinished run, or start a new run from these weights (model={path})")
     saved = {k: v for k, v in dict(ckpt["train_args"]).items() if k in TrainConfig.keys()}
-    base = TrainConfig.from_overrides({k: v for k, v in saved.items() if k != "resume"})
+    # the saved arguments were validated (imgsz rounded for its model) when the run started
+    base = TrainConfig.from_overrides({k: v for k, v in saved.items() if k != "resume"}, multiple=1)
     refused = sorted(k for k in explicit if k in TrainConfig.keys() and k not in RESUME_OVERRIDABLE
                      and k not in RESUME_LOCATORS and getattr(cfg, k) != getattr(base, k))
     if refused:
@@ -258,7 +275,7 @@ def resolve_resume(cfg: TrainConfig, explicit: set[str]) -> tuple[Path, dict[str
                           f"{k}={getattr(cfg, k)!r}, start a new run from these weights (model={path} {k}=...)")
     saved.update({k: getattr(cfg, k) for k in RESUME_OVERRIDABLE if k in explicit})
     saved["resume"] = str(path)
-    new = TrainConfig.from_overrides(saved)
+    new = TrainConfig.from_overrides(saved, multiple=1)
     done = int(ckpt["train_state"]["epoch"]) + 1
     if done >= new.epochs:
         if "epochs" in explicit and new.epochs < done:

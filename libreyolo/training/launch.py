@@ -180,7 +180,7 @@ def _load_result_weights(model: Family, result: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Worker entry point: ``python -m libreyolo.training.launch <job.json>`` under torchrun."""
     from ..io.checkpoint import model_from_checkpoint, read_checkpoint
-    from .config import TrainConfig
+    from .config import TrainConfig, imgsz_multiple
     from .trainer import Trainer
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -192,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     job = json.loads(Path(args[0]).read_text())
     model = model_from_checkpoint(read_checkpoint(job["checkpoint"]), job["checkpoint"])
     overrides = dict(job["overrides"])
-    result = Trainer(model, TrainConfig.from_overrides(overrides), explicit=set(overrides)).fit()
+    cfg = TrainConfig.from_overrides(overrides, multiple=imgsz_multiple(model))
+    result = Trainer(model, cfg, explicit=set(overrides)).fit()
     if rank == 0:
         tmp = Path(job["result"] + ".tmp")
         tmp.write_text(json.dumps(result, default=str))

@@ -52,7 +52,13 @@ from . import bookkeeping as bk
 from .callbacks import Callbacks
 from .capture import StepCapture
 from .checkpoints import Checkpointer, Progress, open_resume, restore_rng
-from .config import RESUME_OVERRIDABLE, TrainConfig, resolve_resume, with_family_defaults  # noqa: F401
+from .config import (  # noqa: F401
+    RESUME_OVERRIDABLE,
+    TrainConfig,
+    imgsz_multiple,
+    resolve_resume,
+    with_family_defaults,
+)
 from .data_setup import DataSetup, task_defaults
 from .distributed import Distributed, all_true
 from .ema import ModelEMA
@@ -85,7 +91,7 @@ def train(model: Family, overrides: dict[str, Any]) -> dict[str, Any]:
     overrides = _config.expand_cfg_file(overrides, TrainConfig.keys(), what="train")  # cfg=file.yaml
     explicit = set(overrides)
     overrides = with_family_defaults(model, overrides)
-    cfg = TrainConfig.from_overrides(overrides)
+    cfg = TrainConfig.from_overrides(overrides, multiple=imgsz_multiple(model))
     if not in_torchrun_world():
         if cfg.resume:  # device / world_size come from the checkpoint unless given again
             path, _, cfg = resolve_resume(cfg, explicit)
