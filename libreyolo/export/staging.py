@@ -1,12 +1,14 @@
 """Folder exports written atomically: into a scratch folder beside the target, moved into place
 only when complete, so an interrupted or failed export never leaves a half-written model where a
-loadable one was. Shared by the OpenVINO and NCNN exporters."""
+loadable one was. Shared by the OpenVINO, NCNN and ExecuTorch exporters. The finished folder gets
+the permissions a plain ``mkdir`` would give it (not the scratch folder's private 0700)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,9 +26,21 @@ def staged_folder(folder: Path, meta: dict[str, Any]) -> Iterator[Path]:
     try:
         yield scratch
         (scratch / META_FILE).write_text(json.dumps(meta))
+        scratch.chmod(_folder_mode(scratch))  # mkdtemp makes it 0700; an export folder is as any other
         if folder.exists():
             shutil.rmtree(folder)
         scratch.rename(folder)
     finally:
         if scratch.exists():
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _folder_mode(inside: Path) -> int:
+    """The mode a plain ``mkdir`` gives a new folder here (the umask applied), read from a probe
+    folder made and removed inside ``inside`` (no process-wide umask change, so thread-safe)."""
+    probe = inside / f".mode.{uuid.uuid4().hex}"
+    probe.mkdir()
+    try:
+        return probe.stat().st_mode & 0o777
+    finally:
+        probe.rmdir()
