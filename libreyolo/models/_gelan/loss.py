@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...ops.anchors import bbox2dist, dist2bbox, flatten_levels, make_anchors
+from ...ops.anchors import bbox2dist, dfl_loss, dist2bbox, flatten_levels, make_anchors
 from ...ops.boxes import bbox_ciou, xywh_to_xyxy
 
 
@@ -118,21 +118,6 @@ class TaskAlignedAssigner:
                                                                             norm[..., None].to(dtype))
         return Assignment(labels=labels, bboxes=bboxes, scores=scores_t, fg_mask=fg_mask, gt_idx=gt_idx,
                           weight=norm)
-
-
-def dfl_loss(pred_dist: Tensor, target: Tensor) -> Tensor:
-    """Distribution focal loss.
-
-    pred_dist (Tensor[..., 4, R]) logits over the R bins; target (Tensor[..., 4]) distances in
-    [0, R - 1) -> (Tensor[...]) mean over the 4 sides of the cross-entropy to the two nearest
-    bins, weighted by linear interpolation. One log-softmax, one gather.
-    """
-    left = target.long()
-    w_right = target - left.to(target.dtype)
-    logp = pred_dist.log_softmax(-1)
-    picked = logp.gather(-1, torch.stack((left, left + 1), -1))  # (..., 4, 2) = -CE to each bin
-    # -(a + b) == (-a) + (-b) exactly, so this is the cross-entropy sum, negated once
-    return -(picked * torch.stack((1 - w_right, w_right), -1)).sum(-1).mean(-1)
 
 
 def _to_device(t: Tensor, device: torch.device) -> Tensor:
