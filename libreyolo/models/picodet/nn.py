@@ -144,7 +144,7 @@ def build_picodet(*, size: str, nc: int) -> PicoDetNet:
     """Build an untrained PicoDet detector.
 
     Example:
-        >>> net = build_picodet(size="s", nc=80)
+        >>> net = build_picodet(size="s", nc=80).eval()
         >>> [tuple(o.shape[1:]) for o in net(torch.zeros(1, 3, 64, 64))]
         [(112, 8, 8), (112, 4, 4), (112, 2, 2), (112, 1, 1)]
     """
