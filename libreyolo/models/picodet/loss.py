@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...ops.anchors import bbox2dist, dfl_loss, dist2bbox, dfl_expectation, flatten_levels
+from ...ops.anchors import bbox2dist, dfl_expectation, dfl_loss, dist2bbox, flatten_levels
 from ...ops.assign import dynamic_k_match
 from ...ops.boxes import bbox_giou
 from ...ops.targets import build_targets

@@ -185,6 +185,24 @@ def test_captured_decode_holds_the_eager_candidates() -> None:
         assert key(a) == key(cands[b])
 
 
+def test_decode_then_select_equals_the_eager_postprocess() -> None:
+    from libreyolo.ops.candidates import select_detections
+
+    torch.manual_seed(0)
+    model = Model(PicoDet(size="s", nc=3))
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        raw = list(model.net.eval()(torch.rand(2, 3, 128, 160, generator=gen)))
+    for r in raw:  # lift some class logits so that tens of candidates pass conf=0.25
+        r[:, :3] += 10.0 * torch.rand(r[:, :3].shape, generator=gen)
+    ref = model.postprocess(raw, conf=0.25, iou=0.6, classes=None, max_det=50, agnostic=False)
+    got = select_detections(model.family.decode(raw), conf=0.25, iou=0.6, max_det=50, agnostic=False)
+    assert sum(len(r) for r in ref) > 10
+    for a, b in zip(ref, got, strict=True):
+        assert a.shape == b.shape
+        torch.testing.assert_close(b, a.float(), rtol=1e-5, atol=1e-4)
+
+
 # --------------------------------------------------------------------------- assigner
 
 
