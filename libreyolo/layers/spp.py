@@ -2,8 +2,8 @@
 
 Maps Tensor[B, c1, H, W] -> Tensor[B, c2, H, W] with static shapes and no data-dependent
 control flow (CUDA-graph capturable). Submodule names (``conv1``, ``m``, ``conv2``) follow the
-CSPDarknet convention so reference checkpoints map one to one. The CSP bottleneck and layer,
-which only YOLOX uses, live in ``libreyolo/models/yolox/csp.py``.
+CSPDarknet convention so reference checkpoints map one to one. The CSP bottleneck and layer
+(YOLOX, PicoDet) live in ``libreyolo/layers/csp.py``.
 """
 
 from __future__ import annotations

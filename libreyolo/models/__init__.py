@@ -9,6 +9,7 @@ from .dfine.family import DFINE
 from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
 from .mobilenetv4.family import MobileNetV4
+from .picodet.family import PicoDet
 from .resnet.family import ResNet
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
@@ -28,6 +29,7 @@ register_family(YOLO9E2E)
 register_family(YOLOX)
 register_family(YOLO7)
 register_family(RTMDet)
+register_family(PicoDet)
 register_family(RTDETR)
 register_family(RTDETRv2)
 register_family(DFINE)

@@ -1,4 +1,5 @@
-"""Anchor points and distribution-focal (DFL) box decoding shared by anchor-free YOLO heads.
+"""Anchor points, distribution-focal (DFL) box decoding and the DFL loss shared by anchor-free
+heads (YOLOv9 lineage, PicoDet).
 
 Raw head layout used by these helpers: per level ``Tensor[B, 4 * reg_max + nc, h, w]``; levels
 are flattened row-major and concatenated in stride order, so anchor ``a`` of the concatenation
@@ -65,3 +66,23 @@ def bbox2dist(anchor_points: Tensor, bbox: Tensor, reg_max: int) -> Tensor:
     """Inverse of :func:`dist2bbox` for xyxy boxes, clamped to the DFL support [0, reg_max - 1 - 0.01]."""
     x1y1, x2y2 = bbox.chunk(2, -1)
     return torch.cat((anchor_points - x1y1, x2y2 - anchor_points), -1).clamp_(0, reg_max - 1 - 0.01)
+
+
+def dfl_loss(pred_dist: Tensor, target: Tensor) -> Tensor:
+    """Distribution focal loss.
+
+    pred_dist (Tensor[..., 4, R]) logits over the R bins; target (Tensor[..., 4]) distances in
+    [0, R - 1) -> (Tensor[...]) mean over the 4 sides of the cross-entropy to the two nearest
+    bins, weighted by linear interpolation. One log-softmax, one gather.
+
+    Example:
+        >>> uniform = torch.zeros(1, 4, 8)  # every bin equally likely: the loss is log 8
+        >>> round(float(dfl_loss(uniform, torch.full((1, 4), 2.5))), 4)
+        2.0794
+    """
+    left = target.long()
+    w_right = target - left.to(target.dtype)
+    logp = pred_dist.log_softmax(-1)
+    picked = logp.gather(-1, torch.stack((left, left + 1), -1))  # (..., 4, 2) = -CE to each bin
+    # -(a + b) == (-a) + (-b) exactly, so this is the cross-entropy sum, negated once
+    return -(picked * torch.stack((1 - w_right, w_right), -1)).sum(-1).mean(-1)

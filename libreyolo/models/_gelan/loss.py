@@ -27,8 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...ops.anchors import bbox2dist, dist2bbox, flatten_levels, make_anchors
-from ...ops.boxes import bbox_ciou, xywh_to_xyxy
+from ...ops.anchors import bbox2dist, dfl_loss, dist2bbox, flatten_levels, make_anchors
+from ...ops.boxes import bbox_ciou
+from ...ops.targets import build_targets, to_device
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,70 +121,6 @@ class TaskAlignedAssigner:
                           weight=norm)
 
 
-def dfl_loss(pred_dist: Tensor, target: Tensor) -> Tensor:
-    """Distribution focal loss.
-
-    pred_dist (Tensor[..., 4, R]) logits over the R bins; target (Tensor[..., 4]) distances in
-    [0, R - 1) -> (Tensor[...]) mean over the 4 sides of the cross-entropy to the two nearest
-    bins, weighted by linear interpolation. One log-softmax, one gather.
-    """
-    left = target.long()
-    w_right = target - left.to(target.dtype)
-    logp = pred_dist.log_softmax(-1)
-    picked = logp.gather(-1, torch.stack((left, left + 1), -1))  # (..., 4, 2) = -CE to each bin
-    # -(a + b) == (-a) + (-b) exactly, so this is the cross-entropy sum, negated once
-    return -(picked * torch.stack((1 - w_right, w_right), -1)).sum(-1).mean(-1)
-
-
-def _to_device(t: Tensor, device: torch.device) -> Tensor:
-    """Copy a CPU tensor to ``device``; to CUDA via pinned memory, asynchronously (no host sync)."""
-    if t.device == device:
-        return t
-    if t.device.type == "cpu" and torch.device(device).type == "cuda":
-        return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device)
-
-
-def build_targets(batch: dict[str, Tensor], *, batch_size: int, img_hw: tuple[int, int],
-                  device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-    """Pad the flat batch labels per image.
-
-    batch: ``batch_idx`` (Tensor[N], int64), ``cls`` (Tensor[N]), ``bboxes`` (Tensor[N, 4]
-    normalised cx, cy, w, h). Returns labels (Tensor[B, M], int64), boxes (Tensor[B, M, 4]
-    xyxy pixels), mask (Tensor[B, M], bool) on ``device``, with M the largest box count of an
-    image; boxes keep their order within an image.
-
-    The padding is computed where ``batch_idx`` lives. On the CPU (the data loader's output) it
-    costs no GPU work and no host synchronisation: the three results are copied asynchronously.
-    On the GPU, reading M synchronises with the host (a GPU run counted two synchronisations per
-    loss call in that case; the second is not located yet).
-    """
-    idx = batch["batch_idx"].reshape(-1).long()
-    src = idx.device
-    cls = batch["cls"].to(src).long().reshape(-1)
-    boxes = batch["bboxes"].to(src).float().reshape(-1, 4)
-    n = idx.numel()
-    if n == 0:
-        return (torch.zeros((batch_size, 0), dtype=torch.long, device=device),
-                torch.zeros((batch_size, 0, 4), dtype=torch.float32, device=device),
-                torch.zeros((batch_size, 0), dtype=torch.bool, device=device))
-    # slot of each box = its rank among the boxes of its image (stable: input order)
-    rank = (idx[:, None] == torch.arange(batch_size, device=src)).cumsum(0)  # (N, B)
-    slot = rank.gather(1, idx[:, None]).squeeze(1) - 1
-    m = int(rank[-1].max())  # host sync only when the labels are on the GPU
-    h, w = img_hw
-    boxes = boxes.clone()  # to pixels by column, with Python scalars: no host-to-device copy
-    boxes[:, 0::2] *= w
-    boxes[:, 1::2] *= h
-    labels = torch.zeros((batch_size, m), dtype=torch.long, device=src)
-    out = torch.zeros((batch_size, m, 4), dtype=torch.float32, device=src)
-    mask = torch.zeros((batch_size, m), dtype=torch.bool, device=src)
-    labels[idx, slot] = cls
-    out[idx, slot] = xywh_to_xyxy(boxes)
-    mask[idx, slot] = True
-    return _to_device(labels, device), _to_device(out, device), _to_device(mask, device)
-
-
 class YOLO9Loss(nn.Module):
     """``criterion(preds, batch) -> (loss, loss_items)``.
 
@@ -237,7 +174,7 @@ class YOLO9Loss(nn.Module):
         g = self._gain_cache.get(key)
         if g is None:
             with torch.inference_mode(False):  # see _anchors
-                g = _to_device(torch.tensor(key[:3], dtype=torch.float32), device)
+                g = to_device(torch.tensor(key[:3], dtype=torch.float32), device)
             self._gain_cache = {key: g}
         return g
 

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ...ops.assign import dynamic_k_match
 from .postprocess import decode_boxes, flatten_outputs, make_grid
 
 REG_WEIGHT = 5.0
@@ -131,19 +132,10 @@ def simota_assign_batch(
     valid = cand[:, None, :] & gt_mask[..., None]  # (B, M, A)
     cost = cost.masked_fill(~valid, float("inf"))
 
-    # dynamic k per GT from its top candidate IoUs (at most ``candidate_topk``); its k cheapest
-    topk = min(candidate_topk, a)
-    dynamic_k = ious.topk(topk, dim=2).values.sum(2).int().clamp(min=1) * gt_mask  # (B, M)
-    cheapest = cost.topk(topk, dim=2, largest=False).indices  # (B, M, topk)
-    take = torch.arange(topk, device=dev) < dynamic_k[..., None]  # (B, M, topk)
-    matching = torch.zeros((b, m, a), dtype=torch.bool, device=dev).scatter_(2, cheapest, take) & valid
+    # dynamic k per GT from its top candidate IoUs (at most ``candidate_topk``); its k cheapest;
     # an anchor claimed by several GTs keeps the cheapest one
-    multi = matching.sum(1, keepdim=True) > 1  # (B, 1, A)
-    best = torch.arange(m, device=dev)[None, :, None] == cost.argmin(1)[:, None, :]  # (B, M, A)
-    matching = torch.where(multi, best, matching)
-    fg = matching.any(1)  # (B, A)
-    matched_gt = matching.to(torch.uint8).argmax(1)  # (B, A)
-    matched_iou = ious.gather(1, matched_gt[:, None, :]).squeeze(1) * fg  # (B, A)
+    fg, matched_gt, matched_iou = dynamic_k_match(cost, ious, valid=valid, gt_mask=gt_mask,
+                                                  candidate_topk=candidate_topk)
     return BatchAssignment(fg_mask=fg, matched_gt=matched_gt, matched_iou=matched_iou)
 
 
