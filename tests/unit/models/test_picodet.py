@@ -378,8 +378,9 @@ def test_loss_values_follow_the_recipe() -> None:
     want_vfl = varifocal_loss(logits, target).sum() / n_pos
     w = logits.sigmoid().amax(-1)[fg]
     want_giou = 2.0 * ((1 - bbox_giou(boxes[fg], t.bboxes[fg])[1]) * w).sum() / w.sum().clamp(min=1)
-    ltrb = torch.cat(((pts * st)[None].expand(2, -1, -1)[fg] - t.bboxes[fg, :2],
-                      t.bboxes[fg, 2:] - (pts * st)[None].expand(2, -1, -1)[fg]), 1) / st[None].expand(2, -1, -1)[fg]
+    fg_boxes = t.bboxes[fg]  # (n, 4); a mask then a slice in one index reads another dim on torch 2.8
+    ltrb = torch.cat(((pts * st)[None].expand(2, -1, -1)[fg] - fg_boxes[:, :2],
+                      fg_boxes[:, 2:] - (pts * st)[None].expand(2, -1, -1)[fg]), 1) / st[None].expand(2, -1, -1)[fg]
     ltrb = ltrb.clamp(0, BINS - 1 - 0.01)
     lg = reg.transpose(1, 2)[fg].reshape(-1, 4, BINS)
     lo = ltrb.floor().long()
