@@ -35,7 +35,7 @@ from torch import Tensor
 from ..backends.exported import ExportedBackend
 from ..errors import CheckpointError, ConfigError, ExportError
 from .config import ExportConfig
-from .staging import META_FILE, staged_folder
+from .staging import locate_staged, staged_folder
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
@@ -235,21 +235,7 @@ def same_candidates(got: Tensor, ref: Tensor, *, tol: float) -> bool:
 
 def _locate(path: Path) -> tuple[Path, Path]:
     """(the .pte, libreyolo.json) for an ExecuTorch folder or its .pte."""
-    if path.is_dir():
-        ptes = sorted(path.glob("*.pte"))
-        if len(ptes) != 1:
-            raise CheckpointError(f"{str(path)!r} should hold one ExecuTorch .pte, found {len(ptes)}")
-        pte = ptes[0]
-    elif path.suffix == ".pte" and path.is_file():
-        pte = path
-    else:
-        raise CheckpointError(f"ExecuTorch model {str(path)!r} does not exist (pass the *_executorch_model folder "
-                              "or its .pte)")
-    meta = pte.parent / META_FILE
-    if not meta.is_file():
-        raise CheckpointError(f"{str(path)!r} is not a libreyolo ExecuTorch export (no {META_FILE} beside the "
-                              ".pte); export one with model.export(format='executorch')")
-    return pte, meta
+    return locate_staged(path, suffix=".pte", runtime="ExecuTorch", fmt="executorch")
 
 
 class ExecuTorchBackend(ExportedBackend):

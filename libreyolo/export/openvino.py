@@ -21,7 +21,7 @@ from torch import Tensor
 from ..backends.exported import ExportedBackend
 from ..errors import CheckpointError, ExportError
 from .config import ExportConfig
-from .staging import META_FILE, staged_folder
+from .staging import locate_staged, staged_folder
 
 if TYPE_CHECKING:
     from ..models._base.family import Family
@@ -132,21 +132,7 @@ def fit_gather_elements(proto: Any) -> int:
 
 def _locate(path: Path) -> tuple[Path, Path]:
     """(the IR's .xml, its libreyolo.json) for an IR folder or its .xml."""
-    if path.is_dir():
-        xmls = sorted(path.glob("*.xml"))
-        if len(xmls) != 1:
-            raise CheckpointError(f"{str(path)!r} should hold one OpenVINO .xml, found {len(xmls)}")
-        xml = xmls[0]
-    elif path.suffix == ".xml" and path.is_file():
-        xml = path
-    else:
-        raise CheckpointError(f"OpenVINO model {str(path)!r} does not exist (pass the *_openvino_model folder "
-                              "or its .xml)")
-    meta = xml.parent / META_FILE
-    if not meta.is_file():
-        raise CheckpointError(f"{str(path)!r} is not a libreyolo OpenVINO export (no {META_FILE} beside the .xml); "
-                              "export one with model.export(format='openvino')")
-    return xml, meta
+    return locate_staged(path, suffix=".xml", runtime="OpenVINO", fmt="openvino")
 
 
 class OpenVINOBackend(ExportedBackend):

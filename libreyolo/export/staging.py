@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..errors import CheckpointError
+
 META_FILE = "libreyolo.json"  # the export's metadata beside the runtime's files
 
 
@@ -33,6 +35,27 @@ def staged_folder(folder: Path, meta: dict[str, Any]) -> Iterator[Path]:
     finally:
         if scratch.exists():
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def locate_staged(path: Path, *, suffix: str, runtime: str, fmt: str) -> tuple[Path, Path]:
+    """(the model file, :data:`META_FILE`) of a staged export folder holding one ``*<suffix>``
+    file, or of that file itself (OpenVINO ``.xml``, ExecuTorch ``.pte``); one-line
+    :class:`CheckpointError` otherwise, naming ``runtime`` and ``export(format=fmt)``."""
+    if path.is_dir():
+        found = sorted(path.glob(f"*{suffix}"))
+        if len(found) != 1:
+            raise CheckpointError(f"{str(path)!r} should hold one {runtime} {suffix}, found {len(found)}")
+        model = found[0]
+    elif path.suffix == suffix and path.is_file():
+        model = path
+    else:
+        raise CheckpointError(f"{runtime} model {str(path)!r} does not exist (pass the *_{fmt}_model folder "
+                              f"or its {suffix})")
+    meta = model.parent / META_FILE
+    if not meta.is_file():
+        raise CheckpointError(f"{str(path)!r} is not a libreyolo {runtime} export (no {META_FILE} beside the "
+                              f"{suffix}); export one with model.export(format='{fmt}')")
+    return model, meta
 
 
 def _folder_mode(inside: Path) -> int:
