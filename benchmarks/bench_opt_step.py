@@ -47,8 +47,8 @@ def step_arms(net: Any, opt: Any, scaler: Any, ema: Any, step: Any, *, clip: flo
         scaler.step(opt)
         scaler.update()
 
-    torch_path = OptimizerStep.__new__(OptimizerStep)
-    torch_path.__dict__.update(step.__dict__, kind=None)  # the same step on torch.optim's path
+    torch_path = OptimizerStep(net, opt, scaler, clip_grad=clip)
+    torch_path.kind = None  # the same step on torch.optim's path
 
     return {"step_module_walk": walk, "step_torch_path": torch_path, "step": step, "ema": lambda: ema.update(net),
             "zero_grad": lambda: opt.zero_grad(set_to_none=False)}

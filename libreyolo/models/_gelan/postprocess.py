@@ -46,7 +46,7 @@ def postprocess(
     """
     nc, reg_max, strides = int(net.nc), int(net.reg_max), tuple(net.strides)
     feats = list(raw)
-    _check_raw(feats, nc=nc, reg_max=reg_max, n_levels=len(strides))
+    check_raw(feats, nc=nc, reg_max=reg_max, n_levels=len(strides))
     device = feats[0].device
     if classes is not None and len(classes) == 0:
         return [torch.zeros((0, 6), device=device) for _ in range(feats[0].shape[0])]
@@ -85,7 +85,7 @@ def decode(raw: list[Tensor] | tuple[Tensor, ...], *, net: nn.Module, k: int,
     """
     nc, reg_max, strides = int(net.nc), int(net.reg_max), tuple(net.strides)
     feats = list(raw)
-    _check_raw(feats, nc=nc, reg_max=reg_max, n_levels=len(strides))
+    check_raw(feats, nc=nc, reg_max=reg_max, n_levels=len(strides))
     flat = flatten_levels(feats)  # (B, 4R + C, A)
     box_logits, cls_logits = flat.split((4 * reg_max, nc), 1)  # (B, 4R, A), (B, C, A)
     best_logit, best = cls_logits.max(1)  # (B, A)
@@ -113,5 +113,3 @@ def check_raw(feats: list[Tensor], *, nc: int, reg_max: int, n_levels: int, name
                 "Was the network built with a different number of classes?"
             )
 
-
-_check_raw = check_raw
