@@ -121,7 +121,7 @@ def run_benchmark(
     for b in batches:
         cfg = {"imgsz": list(hw), "batch": b, "amp": _dtype(amp), "device": str(dev), "warmup": warmup,
                "iters": iters, "e2e_iters": e2e_iters if end_to_end else 0,
-               "graph_forced": bool(force_graph and not type(fam).SUPPORTS_CUDA_GRAPH)}
+               "graph_forced": bool(force_graph and not fam.SUPPORTS_CUDA_GRAPH)}
         run = _bench_one(fam, twin, hw=hw, batch=b, amp=amp_net, dev=dev, graph=graph, warmup=warmup,
                          iters=iters, e2e_iters=e2e_iters if end_to_end else 0,
                          with_compile=compile and dev.type == "cuda", half=half)

@@ -431,9 +431,13 @@ class PredictGraphs:
         return model
 
     def _refusal(self, policy: Any, device: torch.device) -> str | None:
-        return graph_refusal(family=self._cls.FAMILY, supported=bool(self._cls.SUPPORTS_CUDA_GRAPH),
-                             reason=self._cls.CUDA_GRAPH_REASON, policy=policy, device=device,
-                             force=self.force)
+        supported, reason = bool(self._cls.SUPPORTS_CUDA_GRAPH), self._cls.CUDA_GRAPH_REASON
+        if supported and not self.force:  # the flag covers the default architecture; a variant may not
+            variant = self._model().cuda_graph_refusal()
+            if variant is not None:
+                supported, reason = False, variant
+        return graph_refusal(family=self._cls.FAMILY, supported=supported, reason=reason, policy=policy,
+                             device=device, force=self.force)
 
     def _check_model(self, model: Family, x: Tensor) -> None:
         """Refuse a device mismatch; drop graphs whose parameters were relocated behind our back."""

@@ -15,7 +15,10 @@ Rules this module enforces:
   on every supported torch, so ``torch.cuda.CUDAGraph`` is replaced for the duration of the
   capture by a subclass forcing it, under a lock, restored even on exceptions (T-5).
 * Warm-up iterations run real forwards, which would move BatchNorm running statistics: every
-  buffer is snapshotted before and restored after (T-6).
+  buffer is snapshotted before and restored after (T-6). They also draw random numbers (dropout,
+  stochastic depth): the device's RNG state is saved before and restored after, so the first
+  replay draws the masks the eager step would have drawn and a captured run follows the eager
+  run's random stream.
 * The graphed backward hands out its static gradient buffers; if ``param.grad`` were ``None``
   autograd could adopt such a buffer as ``.grad`` and the next replay would overwrite it,
   doubling the last micro-batch under accumulation (T-7). While a graph is live, gradients must
@@ -124,6 +127,16 @@ def restore_buffers(module: nn.Module, snap: dict[str, Tensor]) -> None:
             b.copy_(snap[k])
 
 
+def snapshot_rng(device: torch.device) -> Tensor | None:
+    """The CUDA RNG state of ``device`` (None off CUDA): restored after a capture's warm-ups."""
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+
+def restore_rng(device: torch.device, state: Tensor | None) -> None:
+    if state is not None:
+        torch.cuda.set_rng_state(state, device)
+
+
 def unsupported_reason(model: Any, *, device: torch.device, distributed: bool, distill: bool = False) -> str | None:
     """Why training capture cannot be used for this model/configuration, or None."""
     fam = type(getattr(model, "family", model))  # a Model: its family declares the capability
@@ -211,6 +224,7 @@ class TrainGraphs:
     def _capture(self, key: tuple, x: Tensor) -> _TrainGraph | None:
         wrapper = _AutocastForward(self.net, self.amp_dtype)
         snap = snapshot_buffers(self.net)
+        rng = snapshot_rng(x.device)
         caller_stream = torch.cuda.current_stream(x.device) if x.is_cuda else None
         t0 = time.perf_counter()
         try:
@@ -224,9 +238,11 @@ class TrainGraphs:
         except Exception as e:  # noqa: BLE001 - T-4: the run goes on eager
             recover_after_failed_capture(x.device, stream=caller_stream)
             restore_buffers(self.net, snap)
+            restore_rng(x.device, rng)
             self._fail(f"capture failed: {e!r}")
             return None
         restore_buffers(self.net, snap)
+        restore_rng(x.device, rng)
         ms = (time.perf_counter() - t0) * 1e3
         graph = _TrainGraph(wrapper=wrapper, capture_ms=ms)
         self._graphs[key] = graph

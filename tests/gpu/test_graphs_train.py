@@ -193,3 +193,54 @@ def test_trainer_really_replays_its_training_graph(tmp_path: Path) -> None:
     info = out["cuda_graph"]
     assert info["failed"] is None, info["failed"]
     assert info["graphs"] and info["graphs"][0]["replays"] >= 6, info  # 12 steps: 3 eager, capture, replays
+
+
+class _Stochastic(nn.Module):
+    """Conv + dropout + a stochastic-depth style row mask: a forward that draws random numbers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.bn = nn.BatchNorm2d(16)
+        self.drop = nn.Dropout(0.3)
+        self.head = nn.Conv2d(16, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.drop(self.bn(self.conv(x)).relu())
+        keep = (torch.rand(x.shape[0], 1, 1, 1, device=x.device) > 0.2).to(y.dtype)
+        return self.head(y * keep)
+
+
+def test_capture_restores_the_rng_so_the_first_replay_draws_the_eager_masks() -> None:
+    """Warm-up iterations draw random numbers; the device RNG is restored after capture, so the
+    replayed step zero equals an eager step from the same seed (dropout masks included), and the
+    captured run's RNG stream then continues as the eager run's does."""
+    dev = torch.device("cuda", 0)
+    torch.manual_seed(0)
+    base = _Stochastic().to(dev).train()
+    x = torch.rand(4, 3, 32, 32, device=dev)
+    eager_net, graph_net = copy.deepcopy(base), copy.deepcopy(base)
+
+    def eager_steps(n: int) -> list[torch.Tensor]:
+        torch.manual_seed(123)
+        out = []
+        for _ in range(n):
+            y = eager_net(x)
+            y.square().mean().backward()
+            out.append(y.detach().clone())
+        return out
+
+    ref = eager_steps(2)
+    g = TrainGraphs(graph_net, requested=True, amp_dtype=None, reason=None, repeats=1)
+    torch.manual_seed(123)
+    got = []
+    for _ in range(2):
+        y = g.forward(x)
+        y.square().mean().backward()
+        got.append(y.detach().clone())
+    assert g.info()["graphs"] and g.info()["graphs"][0]["replays"] == 2, g.info()
+    assert not torch.equal(ref[0], ref[1])  # the two steps drew different masks: the check is not vacuous
+    for r, o in zip(ref, got, strict=True):
+        assert torch.equal(r, o)
+    for (k, pe), (_, pg) in zip(eager_net.named_parameters(), graph_net.named_parameters(), strict=True):
+        assert torch.equal(pe.grad, pg.grad), k

@@ -46,3 +46,30 @@ def test_matrix_rows_name_registered_families_and_carry_the_environment():
     for r in doc["rows"]:
         assert r["family"] in names, f"matrix row for unregistered family {r['family']!r}"
         assert r["result"] in {"pass", "fail", "error"}
+
+
+def _failing_variants() -> list[tuple[str, str, tuple]]:
+    seen = {(r["family"], r["size"], tuple(sorted(r["arch"].items()))) for r in _rows()
+            if r.get("arch") and r.get("result") != "pass"}
+    return sorted(seen)
+
+
+@pytest.mark.parametrize("name,size,arch", _failing_variants())
+def test_a_failing_architecture_variant_is_refused_at_run_time(name, size, arch):
+    """A flagged family whose variant rows fail (e.g. fused attention on) must not replay graphs
+    for that variant: ``cuda_graph_refusal`` names why, and a predict graph request is refused."""
+    import torch
+
+    from libreyolo.graphs.runner import PredictGraphs
+
+    cls = families()[name]
+    if not cls.SUPPORTS_CUDA_GRAPH:
+        pytest.skip(f"{name} is not flagged: the class refuses every architecture")
+    task = next(r["task"] for r in _rows() if r["family"] == name and r["size"] == size)
+    model = cls(size=size, task=task, nc=3)
+    assert model.cuda_graph_refusal() is None, f"{name} refuses its default architecture"
+    model.set_arch(**dict(arch))
+    why = model.cuda_graph_refusal()
+    assert why, f"{name} {size} {dict(arch)} fails its parity rows but is not refused"
+    with pytest.raises(NotImplementedError, match="does not support CUDA graphs"):
+        PredictGraphs(model).run(torch.zeros(1, 3, 32, 32), policy=True)

@@ -124,6 +124,12 @@ class Family:
     def on_close_mosaic(self, criterion: Any) -> None:
         """Hook: called when strong augmentation is switched off for the last epochs."""
 
+    def cuda_graph_refusal(self) -> str | None:
+        """Why this instance's architecture may not replay prediction graphs although the family
+        flag allows them (``SUPPORTS_CUDA_GRAPH`` covers the default architecture's parity rows),
+        or ``None``. Default: ``None``."""
+        return None
+
     def train_stages(self) -> list[Stage] | None:
         """The training forward as stages when it is split at a seam (SPEC G-9): the first,
         capturable stage must return exactly what train-mode ``net(x)`` returns; the remaining

@@ -40,6 +40,24 @@ class FusedAttentionOption:
         other = not self.FUSED_ATTN_DEFAULT
         return {"fused_attn": other} if flags and all(f is other for f in flags) else {}
 
+    def cuda_graph_refusal(self) -> str | None:
+        """With fused attention on, eager runs SDPA while a capture runs the equation (SPEC K-9), so
+        a replay would not equal the eager contract: prediction graphs are refused unless the
+        family's default is fused (its flag then already rests on fused rows).
+
+        Example:
+            >>> from libreyolo.models.swin.family import Swin
+            >>> model = Swin(size="t", nc=3)
+            >>> model.cuda_graph_refusal() is None
+            True
+            >>> model.set_arch(fused_attn=True); "fused_attn" in model.cuda_graph_refusal()
+            True
+        """
+        if self.FUSED_ATTN_DEFAULT or not any(m.fused_attn for m in fused_attention_modules(self.net)):
+            return None
+        return ("fused_attn=True: eager attention runs SDPA while a CUDA graph captures the equation, so a "
+                "replay would not equal eager (SPEC K-9); set_arch(fused_attn=False) to use graphs")
+
     def set_arch(self, *, fused_attn: bool | None = None) -> None:
         """Turn fused attention on or off in every attention layer, in place (weights kept);
         ``None`` restores the family default. The same as ``set_fused_attention(model.net,
