@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from libreyolo.bench.report import clean, evaluate_targets, format_table, markdown_table
-    from libreyolo.bench.run import add_kernel_profile, finish_run, prepare_model, run_benchmark
+    from libreyolo.bench.run import profile_runs, run_benchmark
 
     if not torch.cuda.is_available():
         print("bench_predict.py needs a CUDA GPU (torch sees none)", file=sys.stderr)
@@ -73,18 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         results.append(merged)
 
     # Profiler pass after every timing: a profiler session can leave launch overhead behind it.
-    amp = None if args.fp32 else torch.float16
+    dev = torch.device("cuda", torch.cuda.current_device())
     for size, r in zip(sizes, results, strict=True):
-        fam, _ = prepare_model(f"Libre{args.family_token}{size}.pt", weights=args.weights,
-                               device=torch.device("cuda", torch.cuda.current_device()), force_graph=True)
-        for run in r["runs"]:
-            hw = tuple(run["config"]["imgsz"])
-            graph_ok = "error" not in run["network"]["graph"]
-            add_kernel_profile(run, fam, hw=hw, batch=run["config"]["batch"], amp=amp, dev=fam.device,
-                               graph=graph_ok)
-            finish_run(run)
-        del fam
-        torch.cuda.empty_cache()
+        profile_runs(f"Libre{args.family_token}{size}.pt", r["runs"], weights=args.weights, half=not args.fp32,
+                     device=dev)
     print(f"[{time.perf_counter() - t0:5.0f} s] profiled", flush=True)
 
     doc = {"environment": results[0]["environment"], "results": results}

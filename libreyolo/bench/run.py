@@ -234,6 +234,31 @@ def add_kernel_profile(run: dict[str, Any], prep: _Twin, *, hw: tuple[int, int],
         fam.release()
 
 
+def profile_runs(model: Any, runs: list[dict[str, Any]], *, weights: str, half: bool, device: torch.device,
+                 force_graph: bool = True) -> None:
+    """A profiler pass over finished timing ``runs`` of ``model`` (kernel sum / count merged into
+    each, then :func:`finish_run`): the model is loaded and prepared again as :func:`run_benchmark`
+    prepares it, so the profiled step is the timed one. Run it after every timing: a profiler
+    session can leave launch overhead behind it.
+
+    Example:
+        >>> profile_runs("LibreYOLO9t.pt", result["runs"], weights="untrained", half=True,
+        ...              device=torch.device("cuda"))  # doctest: +SKIP
+    """
+    fam, _ = prepare_model(model, weights=weights, device=device, force_graph=force_graph)
+    twin = prepared_twin(fam, half=half, force_graph=force_graph)
+    amp = (torch.float16 if device.type == "cuda" else torch.bfloat16) if half else None
+    amp_net = amp if twin.net_dtype() == torch.float32 else None
+    for run in runs:
+        graph_ok = device.type == "cuda" and "error" not in run["network"]["graph"]
+        add_kernel_profile(run, twin, hw=tuple(run["config"]["imgsz"]), batch=run["config"]["batch"],
+                           amp=amp_net, dev=device, graph=graph_ok)
+        finish_run(run)
+    del fam, twin
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def finish_run(run: dict[str, Any]) -> None:
     """(Re)compute ``derived`` ratios and the ``targets`` check of one run in place."""
     run["derived"] = _derive(run["network"], run["end_to_end"])

@@ -196,7 +196,7 @@ def randomise_norm_stats(net: torch.nn.Module, *, seed: int) -> None:
                     m.bias.copy_(0.1 * torch.randn(n, generator=gen))
 
 
-def calibrate_norm_stats(net: torch.nn.Module, *, seed: int, imgsz: int = 256) -> None:
+def calibrate_norm_stats(net: torch.nn.Module, *, seed: int, imgsz: int = 640) -> None:
     """Set every BatchNorm's running statistics to the batch statistics of a probe batch.
 
     For networks whose default initialisation shrinks the signal layer by layer (PicoDet's
@@ -207,7 +207,9 @@ def calibrate_norm_stats(net: torch.nn.Module, *, seed: int, imgsz: int = 256) -
     bns = [m for m in net.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     saved = [(m.momentum, m.training) for m in bns]
     was_training = net.training
-    x = probe_batch("normal", (2, 3, imgsz, imgsz), device=next(net.parameters()).device, seed=seed)
+    dev = next(net.parameters()).device  # the statistics of the matrix's two probe kinds together
+    x = torch.cat([probe_batch(k, (1, 3, imgsz, imgsz), device=dev, seed=seed + i)
+                   for i, k in enumerate(("uniform", "image"))])
     with torch.no_grad():
         for m in bns:
             m.reset_running_stats()
@@ -221,10 +223,11 @@ def calibrate_norm_stats(net: torch.nn.Module, *, seed: int, imgsz: int = 256) -
 
 
 def build_probe_model(cls: type[Family], *, size: str, task: str, device: torch.device | str, seed: int,
-                      fuse: bool = True, arch: dict[str, Any] | None = None) -> Family:
+                      fuse: bool = True, arch: dict[str, Any] | None = None, imgsz: int = 640) -> Family:
     """An untrained ``cls`` model built with a fixed seed, on ``device``, fused as deployed.
     ``arch``: architecture options of the family's ``set_arch`` (a variant, e.g. the yolo9 head of
-    Ultralytics checkpoints, ``{"box_groups": 1}``)."""
+    Ultralytics checkpoints, ``{"box_groups": 1}``). ``imgsz``: the probe size, for a family whose
+    normalisation statistics are calibrated (``PARITY_NORM_STATS = "calibrated"``) at that size."""
     torch.manual_seed(seed)
     model = cls(size=size, task=task, nc=80)
     if arch:
@@ -233,11 +236,12 @@ def build_probe_model(cls: type[Family], *, size: str, task: str, device: torch.
             raise ValueError(f"{cls.FAMILY} has no architecture options (asked for {arch})")
         torch.manual_seed(seed)
         set_arch(**arch)
-    if getattr(cls, "PARITY_NORM_STATS", "random") == "calibrated":
-        calibrate_norm_stats(model.net, seed=seed)
-    else:
+    calibrated = getattr(cls, "PARITY_NORM_STATS", "random") == "calibrated"
+    if not calibrated:
         randomise_norm_stats(model.net, seed=seed)
     model.to(device)
+    if calibrated:  # at the probe size: statistics of a small map do not hold for a larger one
+        calibrate_norm_stats(model.net, seed=seed, imgsz=imgsz)
     if fuse:
         model.fuse()
     return model
@@ -265,7 +269,7 @@ def run_matrix(*, families: list[str] | None = None, sizes: list[str] | None = N
                     base["arch"] = dict(arch)
                 try:
                     model = build_probe_model(cls, size=size, task=task, device=device, seed=seed, fuse=fuse,
-                                              arch=arch)
+                                              arch=arch, imgsz=imgsz)
                 except Exception as e:  # noqa: BLE001 - recorded as an error row (documented above)
                     logger.warning("parity: cannot build %s-%s (%s): %s", name, size, task, e)
                     rows += [{**base, "dtype": d, "result": "error", "error": f"build: {type(e).__name__}: {e}"}

@@ -17,7 +17,8 @@ class ConvNeXt(ClassifyFamily):
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = (
         "convnext-tiny's stochastic depth draws from the graph's own RNG stream, so its step-zero loss "
-        "differs from eager (docs/cuda-graph-training-parity.json; atto, without it, is exact)"
+        "differs from eager (docs/cuda-graph-training-parity.json; atto, without it, is exact); the capture "
+        "restores the RNG since 45c0b06, a re-run is pending"
     )
 
     @classmethod

@@ -18,5 +18,4 @@ class DINOv2(VisionTransformerFamily):
     # SPEC K-9: the explicit attention equation until a byte-exact SDPA parity run; the flag flips it
     FUSED_ATTN_DEFAULT: ClassVar[bool] = False
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (cf0462e: 6/6 rows bitwise, fused_attn off)
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (45c0b06: 6/6 rows)

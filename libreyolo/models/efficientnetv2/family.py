@@ -18,7 +18,8 @@ class EfficientNetV2(ClassifyFamily):
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = (
         "the classifier's dropout draws from the graph's own RNG stream, so the step-zero loss differs "
         "from eager; on size s two BatchNorm buffers (features.2.0) also differ after the step, not yet "
-        "explained (docs/cuda-graph-training-parity.json)"
+        "explained (docs/cuda-graph-training-parity.json); the capture restores the RNG since 45c0b06, a "
+        "re-run is pending"
     )
 
     @classmethod

@@ -30,7 +30,9 @@ class PicoDet(DenseFamily):
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5", "raw_p6")  # strides 8..64
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("vfl", "giou", "dfl")
 
-    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    CUDA_GRAPH_REASON: ClassVar[str] = (
+        "parity rows at 45c0b06: fp16 m and l overflowed in the probe model (BatchNorm calibrated at "
+        "256 px); the probe now calibrates at the probe size, a re-run is pending")
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (cf0462e: 6/6 rows)
     # The default initialisation lets ESNet's signal fade: with randomised BatchNorm statistics the
     # untrained probe model's output does not depend on its input; parity probes calibrate them.

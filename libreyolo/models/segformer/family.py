@@ -17,8 +17,8 @@ class SegFormer(SemanticFamily):
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (7959233: 4/4 rows bitwise)
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = (
-        "step-zero loss not bit-identical in any row (docs/cuda-graph-training-parity.json, 7959233): its "
-        "stochastic depth draws from the graph's own RNG stream, as convnext-tiny's"
+        "step-zero loss bit-identical in 2 of 4 rows (docs/cuda-graph-training-parity.json, 45c0b06, with the "
+        "capture's RNG restore); b0 float32 and b1 float16 differ, cause not found yet"
     )
     # The reference recipe (ADE20K, ImageNet-pretrained encoder): AdamW, lr 6e-5, weight decay 0.01.
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {

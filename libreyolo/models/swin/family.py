@@ -22,8 +22,7 @@ class Swin(FusedAttentionOption, ClassifyFamily):
     STRIDE: ClassVar[int] = 32  # patch 4 and three 2x patch merges: input sides must be multiples of it
     FUSED_ATTN_DEFAULT: ClassVar[bool] = False
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (cf0462e: 4/4 rows bitwise, fused_attn off)
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (45c0b06: 4/4 rows)
     # the Swin recipe: AdamW, weight decay 0.05, base lr 5e-4 at batch 512 (no bias warm-up of its own)
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
         "optimizer": "AdamW", "lr0": 5e-4, "momentum": 0.9, "weight_decay": 0.05, "warmup_bias_lr": 0.0,

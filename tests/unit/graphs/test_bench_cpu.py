@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from graph_tiny_family import TinyFamily
+from graph_tiny_family import TinyFamily, TinyUnflagged
 
 from libreyolo.bench import evaluate_targets, format_table, run_benchmark
 from libreyolo.bench.run import _parse_batches, _parse_graph, _parse_imgsz
@@ -54,3 +54,19 @@ def test_argument_parsing():
             _parse_batches(bad)
     with pytest.raises(ValueError):
         _parse_graph("maybe")
+
+
+def test_forced_graph_benchmark_of_an_unflagged_family_then_a_profile_pass(tmp_path):
+    """bench_predict.py's path: ``force_graph`` on a family without the flag, then the profiler
+    pass over the finished runs (on CPU the profile reports that it needs CUDA)."""
+    from libreyolo.bench.run import profile_runs
+
+    model = Model(TinyUnflagged(size="n", nc=2))
+    assert not model.SUPPORTS_CUDA_GRAPH
+    r = run_benchmark(model=model, imgsz=32, batch=[1], device="cpu", half=False, warmup=1, iters=2,
+                      end_to_end=False, compile=False, force_graph=True, profile=False, show=False)
+    assert r["runs"][0]["config"]["graph_forced"] is True
+    profile_runs(model, r["runs"], weights="untrained", half=False, device=__import__("torch").device("cpu"))
+    eager = r["runs"][0]["network"]["eager"]
+    assert eager["note"] == "needs CUDA" and eager["kernel_sum_ms"] is None
+    assert "derived" in r["runs"][0] and "targets" in r["runs"][0]

@@ -112,3 +112,21 @@ def test_an_architecture_variant_gets_rows_of_its_own():
     assert "| t (box_groups=1) |" in render_markdown(doc)
     with pytest.raises(ValueError, match="no architecture options"):
         build_probe_model(TinyFamily, size="n", task="detect", device="cpu", seed=0, arch={"box_groups": 1})
+
+
+def test_calibrated_probe_model_answers_its_input():
+    """PicoDet's probe model calibrates BatchNorm on the two probes: its output depends on the input
+    (with randomised statistics the untrained ESNet's output was constant, making rows vacuous),
+    stays in fp16 range, and is deterministic per seed."""
+    from libreyolo.graphs.parity import build_probe_model, compare_outputs, probe_batch
+    from libreyolo.models.picodet.family import PicoDet
+
+    assert PicoDet.PARITY_NORM_STATS == "calibrated"
+    a = build_probe_model(PicoDet, size="m", task="detect", device="cpu", seed=0, imgsz=128)
+    b = build_probe_model(PicoDet, size="m", task="detect", device="cpu", seed=0, imgsz=128)
+    xs = [probe_batch(k, (1, 3, 128, 128), device="cpu", seed=i) for i, k in enumerate(("uniform", "image"))]
+    ya, yb = (a.eager_forward(x) for x in xs)
+    diff = compare_outputs(ya, yb)
+    assert not diff["equal"] and diff["max_abs_diff"] > 1e-2, diff
+    assert max(float(t.abs().max()) for t in ya) < 1e3
+    assert compare_outputs(ya, b.eager_forward(xs[0]))["equal"]
