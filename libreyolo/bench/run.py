@@ -242,8 +242,12 @@ def profile_runs(model: Any, runs: list[dict[str, Any]], *, weights: str, half: 
     session can leave launch overhead behind it.
 
     Example:
-        >>> profile_runs("LibreYOLO9t.pt", result["runs"], weights="untrained", half=True,
-        ...              device=torch.device("cuda"))  # doctest: +SKIP
+        >>> from libreyolo.bench import run_benchmark
+        >>> r = run_benchmark(model="LibreYOLO9t.pt", imgsz=64, device="cpu", half=False, warmup=0, iters=1,
+        ...                   end_to_end=False, compile=False, weights="untrained", show=False)
+        >>> profile_runs("LibreYOLO9t.pt", r["runs"], weights="untrained", half=False, device=torch.device("cpu"))
+        >>> r["runs"][0]["network"]["eager"]["note"]  # the kernel profile needs a CUDA device
+        'needs CUDA'
     """
     fam, _ = prepare_model(model, weights=weights, device=device, force_graph=force_graph)
     twin = prepared_twin(fam, half=half, force_graph=force_graph)
