@@ -4,6 +4,7 @@ family is gone."""
 from ._base.registry import register_family
 from .convnext.family import ConvNeXt
 from .deim.family import DEIM
+from .depth_anything.family import DepthAnythingV2
 from .deit.family import DeiT
 from .dfine.family import DFINE
 from .dinov2.family import DINOv2
@@ -43,3 +44,4 @@ register_family(DeiT)
 register_family(Swin)
 register_family(SegFormer)
 register_family(DINOv2)
+register_family(DepthAnythingV2)
