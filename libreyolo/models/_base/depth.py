@@ -31,7 +31,9 @@ class DepthFamily(Family):
     STRIDE: ClassVar[int] = 14
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("ssi",)
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("depth",)
-    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
+    # the ViT encoders resample their position embedding for the traced token grid, a constant of the
+    # exported graph: an export serves the size it was made for
+    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch",)
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
     CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
@@ -39,9 +41,10 @@ class DepthFamily(Family):
 
     def __init__(self, *, size: str, task: str | None = None, nc: int = 1,
                  names: dict[int, str] | list[str] | None = None, imgsz: int | None = None) -> None:
-        # a depth map has no classes: nc is 1 and the one name is "depth" unless the caller says otherwise
-        super().__init__(size=size, task=task, nc=nc, names=names if names is not None or nc != 1 else NAMES,
-                         imgsz=imgsz)
+        """A depth map has no classes: ``nc`` is always 1 (another value, e.g. a factory's default
+        class count, is ignored) and the one name is ``"depth"`` unless one name is given."""
+        one = names if names is not None and len(names) == 1 else NAMES
+        super().__init__(size=size, task=task, nc=1, names=one, imgsz=imgsz)
 
     def postprocess(self, raw: Any, *, conf: float = 0.0, iou: float = 0.0, classes: list[int] | None = None,
                     max_det: int = 0, agnostic: bool = False) -> list[Tensor]:

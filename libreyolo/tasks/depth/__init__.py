@@ -28,6 +28,7 @@ class DepthTask(Task):
     name: ClassVar[str] = "depth"
     results_field: ClassVar[str] = "depth"
     project: ClassVar[str] = "runs/depth"
+    val_losses: ClassVar[bool] = True  # the validation depth maps are the training targets too (letterboxed)
 
     def __init__(self) -> None:
         from ...data.depth import collate_depth
