@@ -37,8 +37,8 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from .boxes import Boxes, Probs
-from .results_maps import MapsMixin
 from .results_io import next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
+from .results_maps import MapsMixin
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,6 @@ class Results(MapsMixin):
             self.semantic = check_semantic(semantic, self.orig_shape)
         if depth is not None:
             from .depth_io import check_depth
-
             self.depth = check_depth(depth, self.orig_shape)
         return self
 

@@ -4,8 +4,8 @@ family is gone."""
 from ._base.registry import register_family
 from .convnext.family import ConvNeXt
 from .deim.family import DEIM
-from .depth_anything.family import DepthAnythingV2
 from .deit.family import DeiT
+from .depth_anything.family import DepthAnythingV2
 from .dfine.family import DFINE
 from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2

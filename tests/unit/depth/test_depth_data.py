@@ -13,7 +13,12 @@ import torch
 
 from libreyolo._cv import cv2
 from libreyolo.data.depth import DepthDataset, collate_depth, load_depth_data, read_depth
-from libreyolo.data.shapes_depth import FAR_BOTTOM, FAR_TOP, ensure_shapes_depth_dataset, render_depth
+from libreyolo.data.shapes_depth import (
+    FAR_BOTTOM,
+    FAR_TOP,
+    ensure_shapes_depth_dataset,
+    render_depth,
+)
 from libreyolo.errors import DatasetError
 
 
