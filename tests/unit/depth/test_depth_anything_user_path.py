@@ -42,6 +42,13 @@ def test_weights_name_and_predict_fill_results_depth(model) -> None:
     assert r.depth.shape == (40, 70)
 
 
+def test_predict_saves_pictures_and_npy_maps(model, tmp_path: Path) -> None:
+    (r,) = model.predict(SAMPLE_IMAGE, imgsz=42, save=True, save_txt=True, save_dir=str(tmp_path / "run"))
+    arr = np.load(tmp_path / "run" / "depth" / "sample.npy")
+    assert arr.shape == (480, 640) and np.array_equal(arr, r.depth.numpy())
+    assert (tmp_path / "run" / "sample.jpg").is_file()
+
+
 def test_results_round_trip(tmp_path: Path) -> None:
     d = torch.linspace(0.5, 3.0, 24).view(4, 6)
     r = Results(orig_img=np.zeros((4, 6, 3), np.uint8), path="a.jpg", names={0: "depth"}, depth=d)

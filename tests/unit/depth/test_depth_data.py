@@ -118,3 +118,10 @@ def test_shapes_depth_is_byte_identical_and_ordered(tmp_path: Path) -> None:
     rows = np.linspace(FAR_TOP, FAR_BOTTOM, depth.shape[0], dtype=np.float32)
     assert np.allclose(depth[bg], np.broadcast_to(rows[:, None], depth.shape)[bg], atol=1e-4)
     assert (~bg).any() and float(depth[~bg].max()) <= 8.0
+
+
+def test_a_detection_model_refuses_shapes_depth() -> None:
+    from libreyolo.data.config import load_data_config
+
+    with pytest.raises(DatasetError, match="'shapes-depth' is a depth dataset"):
+        load_data_config("shapes-depth")
