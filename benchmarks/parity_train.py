@@ -13,7 +13,8 @@ in a numerics class:
 
 Detection families get a synthetic detection batch; classification families (capability
 ``OUTPUT_KIND == "probs"``) a batch of images and one class id per image; semantic families
-(``OUTPUT_KIND == "semantic"``) a batch of images and a mask of class ids per pixel. Each step starts from
+(``OUTPUT_KIND == "semantic"``) a batch of images and a mask of class ids per pixel; depth families
+(``OUTPUT_KIND == "depth"``) a batch of images and a depth map. Each step starts from
 the same RNG seed, so dropout / stochastic-depth masks are drawn alike in the two eager runs.
 
 Usage (GPU): python3 benchmarks/parity_train.py --out $OUT [--sizes t,s] [--commit SHA]
@@ -72,6 +73,21 @@ def semantic_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.
             mask[i, y0:y0 + imgsz // 3, x0:x0 + imgsz // 3] = int(torch.randint(1, nc, (1,), generator=g))
     mask[:, : max(1, imgsz // 32)] = -1
     return {"img": imgs.to(device), "mask": mask.to(device)}
+
+
+def depth_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.device) -> dict[str, Any]:
+    """A depth batch: images in [0, 1] and depths (Tensor[B, S, S] float32): a far plane tilted
+    from 12 to 9 with a few nearer rectangles (2-8), and a band without depth (0) along the top edge.
+    ``nc`` is unused (a depth map has no classes)."""
+    g = torch.Generator().manual_seed(seed)
+    imgs = torch.rand(batch, 3, imgsz, imgsz, generator=g)
+    depth = torch.linspace(12.0, 9.0, imgsz).view(1, imgsz, 1).repeat(batch, 1, imgsz)
+    for i in range(batch):
+        for _ in range(3):
+            y0, x0 = (int(v) for v in torch.randint(0, imgsz // 2, (2,), generator=g))
+            depth[i, y0:y0 + imgsz // 3, x0:x0 + imgsz // 3] = 2.0 + 6.0 * float(torch.rand(1, generator=g))
+    depth[:, : max(1, imgsz // 32)] = 0.0
+    return {"img": imgs.to(device), "depth": depth.to(device)}
 
 
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -146,7 +162,7 @@ def run_row(fam: type, size: str, amp: torch.dtype | None, *, batch: int, imgsz:
     torch.manual_seed(0)
     model = fam(size=size, nc=6)
     base = model.net.to(device).train()
-    make = {"probs": classify_batch, "semantic": semantic_batch}.get(getattr(fam, "OUTPUT_KIND", "boxes"),
+    make = {"probs": classify_batch, "semantic": semantic_batch, "depth": depth_batch}.get(getattr(fam, "OUTPUT_KIND", "boxes"),
                                                                     synthetic_batch)
     data = make(batch=batch, imgsz=imgsz, nc=6, seed=1, device=device)
     nets = [copy.deepcopy(base) for _ in range(3)]

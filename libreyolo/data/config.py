@@ -144,6 +144,9 @@ def load_data_config(data: str | Path) -> DataConfig:
         raise DatasetError(f"{str(data)!r} is a classification dataset (ImageFolder: train/<class>/*); a detection "
                            "model needs a dataset yaml with keys path/train/val/names and YOLO label files "
                            "(images/<split>/*.jpg with labels/<split>/*.txt), or data='shapes'")
+    if isinstance(data, str) and data == "shapes-depth":
+        raise DatasetError("'shapes-depth' is a depth dataset (images + depth maps); a detection model needs a "
+                           "dataset yaml with YOLO label files, or data='shapes'")
     if isinstance(data, str) and data == "shapes-sem":
         raise DatasetError("'shapes-sem' is a semantic-segmentation dataset (images + PNG masks); a detection "
                            "model needs a dataset yaml with YOLO label files, or data='shapes'")

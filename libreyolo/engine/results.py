@@ -9,7 +9,8 @@ Colours: ``orig_img`` is BGR (OpenCV order) and so is what :meth:`Results.plot` 
 
 Task-specific fields are optional keyword arguments of :class:`Results` that default to
 ``None`` (``boxes``; ``probs``, a :class:`Probs` of Tensor[nc] class probabilities, for classification;
-``semantic``, Tensor[H, W] int64 class ids, for semantic segmentation); a new task adds its own
+``semantic``, Tensor[H, W] int64 class ids, for semantic segmentation; ``depth``, Tensor[H, W]
+float32, for depth); a new task adds its own
 the same way, and the methods skip the fields a result does not have.
 
 Example:
@@ -37,6 +38,7 @@ from torch import Tensor
 from ..errors import ConfigError
 from .boxes import Boxes, Probs
 from .results_io import next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
+from .results_maps import MapsMixin
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ _UNWRITABLE_SUFFIXES = frozenset({".gif", ".svg", ".heic", ".heif", ".avif", ".i
                                   ".mp4", ".avi", ".mov", ".mkv", ".webm", ".json", ".txt"})
 
 
-class Results:
+class Results(MapsMixin):
     """What a model found in one image or video frame.
 
     Args:
@@ -58,6 +60,7 @@ class Results:
         probs (Tensor[nc], float32, CPU): class probabilities for classification, else ``None``.
         semantic (Tensor[H, W], int64, CPU): a class id per original-image pixel for semantic
             segmentation, else ``None`` (:mod:`libreyolo.engine.semantic_io`: overlay, summary, PNG).
+        depth (Tensor[H, W], float32, CPU): depth per original-image pixel (:mod:`.depth_io`), else ``None``.
         speed: milliseconds per image for ``preprocess``, ``inference``, ``postprocess``.
         frame: 0-based frame index for video frames, else ``None``.
 
@@ -81,6 +84,7 @@ class Results:
         boxes: Tensor | np.ndarray | Boxes | None = None,
         probs: Tensor | np.ndarray | Probs | None = None,
         semantic: Tensor | np.ndarray | None = None,
+        depth: Tensor | np.ndarray | None = None,
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -97,12 +101,14 @@ class Results:
         self.boxes: Boxes | None = None
         self.probs: Probs | None = None
         self.semantic: Tensor | np.ndarray | None = None
-        self.update(boxes=boxes, probs=probs, semantic=semantic)
+        self.depth: Tensor | np.ndarray | None = None
+        self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth)
         self.save_path: Path | None = None  # the file the last save() wrote
+        self.depth_path: Path | None = None  # the file the last save_depth() wrote
 
     def update(self, *, boxes: Tensor | np.ndarray | Boxes | None = None,
                probs: Tensor | np.ndarray | Probs | None = None,
-               semantic: Tensor | np.ndarray | None = None) -> Results:
+               semantic: Tensor | np.ndarray | None = None, depth: Tensor | np.ndarray | None = None) -> Results:
         """Replace the given fields in place (the others are kept) and return ``self``.
 
         Example:
@@ -124,6 +130,9 @@ class Results:
             from .semantic_io import check_semantic
 
             self.semantic = check_semantic(semantic, self.orig_shape)
+        if depth is not None:
+            from .depth_io import check_depth
+            self.depth = check_depth(depth, self.orig_shape)
         return self
 
     # ------------------------------------------------------------------ container
@@ -146,6 +155,7 @@ class Results:
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
             "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
+            "depth": self.depth,
         }
         kwargs.update(fields)
         return Results(**kwargs)
@@ -171,7 +181,7 @@ class Results:
         """
         return self._with(boxes=self.boxes.cpu() if self.boxes is not None else None,
                           probs=self.probs.cpu() if self.probs is not None else None,
-                          semantic=torch.as_tensor(self.semantic).cpu() if self.semantic is not None else None)
+                          **self._maps(lambda t: torch.as_tensor(t).cpu()))
 
     def numpy(self) -> Results:
         """A copy whose ``boxes`` / ``probs`` properties return numpy arrays.
@@ -183,7 +193,7 @@ class Results:
         """
         return self._with(boxes=self.boxes.numpy() if self.boxes is not None else None,
                           probs=self.probs.numpy() if self.probs is not None else None,
-                          semantic=torch.as_tensor(self.semantic).cpu().numpy() if self.semantic is not None else None)
+                          **self._maps(lambda t: torch.as_tensor(t).cpu().numpy()))
 
     def to(self, device: str | torch.device) -> Results:
         """A copy whose boxes/probs tensors are on ``device``.
@@ -195,7 +205,7 @@ class Results:
         """
         return self._with(boxes=self.boxes.to(device) if self.boxes is not None else None,
                           probs=self.probs.to(device) if self.probs is not None else None,
-                          semantic=torch.as_tensor(self.semantic).to(device) if self.semantic is not None else None)
+                          **self._maps(lambda t: torch.as_tensor(t).to(device)))
 
     # ------------------------------------------------------------------ text
     def counts(self) -> dict[str, int]:
@@ -220,6 +230,10 @@ class Results:
             >>> r.verbose(), r.new().verbose()
             ('1 circle', 'no detections')
         """
+        if self.depth is not None and self.boxes is None:
+            from .depth_io import depth_verbose
+
+            return depth_verbose(self)
         if self.semantic is not None and self.boxes is None:
             from .semantic_io import semantic_verbose
 
@@ -246,6 +260,10 @@ class Results:
             [{'name': 'circle', 'class': 0, 'confidence': 0.75, 'box': {'x1': 0.125, 'y1': 0.5, 'x2': 0.375, 'y2': 1.0}}]
         """
         if self.boxes is None:
+            if self.depth is not None:
+                from .depth_io import depth_summary
+
+                return depth_summary(self, decimals=decimals)
             if self.semantic is not None:
                 from .semantic_io import semantic_summary
 
@@ -316,7 +334,7 @@ class Results:
     def __repr__(self) -> str:
         where = repr(self.path) + (f", frame={self.frame}" if self.frame is not None else "")
         speed = ", ".join(f"{k}={v:.1f}ms" for k, v in self.speed.items())
-        what = ("semantic map" if self.semantic is not None and self.boxes is None else "top5"
+        what = ("depth map" if self.depth is not None and self.boxes is None else "semantic map" if self.semantic is not None and self.boxes is None else "top5"
                 if self.boxes is None and self.probs is not None else f"{len(self)} detections")
         return (f"Results(path={where}, orig_shape={self.orig_shape}, {what}: "
                 f"{self.verbose()}; speed: {speed or 'n/a'})")
@@ -344,6 +362,10 @@ class Results:
         """
         from .plotting import draw_detections
 
+        if self.boxes is None and self.depth is not None:
+            from .depth_io import plot_depth
+
+            return plot_depth(self)
         if self.boxes is None and self.semantic is not None:
             from .semantic_io import plot_semantic
 
@@ -399,20 +421,6 @@ class Results:
         logger.debug("saved %s", file)
         self.save_path = file
         return file
-
-    def save_mask(self, file: str | Path) -> Path:
-        """Write :attr:`semantic` as a single-channel PNG of class ids (the dataset mask format).
-
-        Example:
-            >>> r = Results(orig_img=np.zeros((4, 6, 3), np.uint8), names={0: "a", 1: "b"}, semantic=torch.ones(4, 6, dtype=torch.int64))
-            >>> import tempfile; r.save_mask(Path(tempfile.mkdtemp()) / "mask.png").suffix, r.verbose()
-            ('.png', 'b 100%')
-        """
-        if self.semantic is None:
-            raise ConfigError("save_mask() needs a semantic-segmentation result (Results.semantic is None)")
-        from .semantic_io import save_mask
-
-        return save_mask(self, file)
 
     def save_txt(self, file: str | Path, *, save_conf: bool = False) -> Path:
         """Write the detections as YOLO label lines ``cls xc yc w h [conf] [id]`` (normalised

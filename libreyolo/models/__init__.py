@@ -5,6 +5,7 @@ from ._base.registry import register_family
 from .convnext.family import ConvNeXt
 from .deim.family import DEIM
 from .deit.family import DeiT
+from .depth_anything.family import DepthAnythingV2
 from .dfine.family import DFINE
 from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
@@ -43,3 +44,4 @@ register_family(DeiT)
 register_family(Swin)
 register_family(SegFormer)
 register_family(DINOv2)
+register_family(DepthAnythingV2)

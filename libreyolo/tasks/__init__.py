@@ -21,16 +21,17 @@ from typing import Any
 from ..errors import ConfigError
 from .base import Task
 from .classify import ClassifyTask
+from .depth import DepthTask
 from .detect import DetectTask
 from .semantic import SemanticTask
 
 __all__ = ["Task", "get_task", "task_of", "TASKS"]
 
-TASKS: dict[str, Task] = {t.name: t for t in (DetectTask(), ClassifyTask(), SemanticTask())}
+TASKS: dict[str, Task] = {t.name: t for t in (DetectTask(), ClassifyTask(), SemanticTask(), DepthTask())}
 
 
 def get_task(name: str) -> Task:
-    """The task object named ``name`` (``"detect"``, ``"classify"``, ``"semantic"``)."""
+    """The task object named ``name`` (``"detect"``, ``"classify"``, ``"semantic"``, ``"depth"``)."""
     try:
         return TASKS[name]
     except KeyError:

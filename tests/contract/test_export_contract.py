@@ -40,11 +40,18 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     import numpy as np
 
     img = np.random.default_rng(0).integers(0, 255, (48, 80, 3), dtype=np.uint8)
-    (pt,) = model.predict(img, imgsz=s)
-    (ox,) = loaded.predict(img, imgsz=s)
+    # a depth export has a fixed input size (its ViT position embedding is resampled for the traced
+    # grid), so both sides letterbox to the square export size
+    kw = {"rect": False} if fam.OUTPUT_KIND == "depth" else {}
+    (pt,) = model.predict(img, imgsz=s, **kw)
+    (ox,) = loaded.predict(img, imgsz=s, **kw)
     assert (pt.boxes is None) == (ox.boxes is None) and (pt.probs is None) == (ox.probs is None)
     assert (pt.semantic is None) == (ox.semantic is None)
-    if pt.semantic is not None:  # semantic segmentation: the same class map (ties of near-equal logits aside)
+    assert (pt.depth is None) == (ox.depth is None)
+    if pt.depth is not None:  # depth: the same map at the image's size
+        assert ox.depth.shape == pt.depth.shape == (48, 80)
+        assert torch.allclose(ox.depth, pt.depth, rtol=1e-3, atol=1e-3)
+    elif pt.semantic is not None:  # semantic segmentation: the same class map (ties of near-equal logits aside)
         assert ox.semantic.shape == pt.semantic.shape == (48, 80)
         assert float((ox.semantic == pt.semantic).float().mean()) > 0.999
     elif pt.probs is not None:  # classification: the same distribution

@@ -26,7 +26,10 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.bench.run", "libreyolo.tasks.semantic.scoring", "libreyolo.tasks.semantic.metrics",
            "libreyolo.tasks.semantic.maps", "libreyolo.engine.semantic_io", "libreyolo.data.semantic",
            "libreyolo.data.shapes_sem", "libreyolo.models._base.semantic", "libreyolo.models.segformer.nn",
-           "libreyolo.models.segformer.convert")
+           "libreyolo.models.segformer.convert", "libreyolo.engine.results_maps", "libreyolo.engine.depth_io",
+           "libreyolo.tasks.depth.maps", "libreyolo.tasks.depth.metrics", "libreyolo.tasks.depth.scoring",
+           "libreyolo.data.depth", "libreyolo.data.shapes_depth", "libreyolo.models._base.depth",
+           "libreyolo.models.depth_anything.nn", "libreyolo.models.depth_anything.convert")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
@@ -39,8 +42,8 @@ REQUIRED = (
                        "prepared", "load_weights")),
     "libreyolo.engine.results", "libreyolo.engine.results.Results",
     *(_R + m for m in ("update", "__getitem__", "new", "cpu", "numpy", "to", "counts", "verbose", "summary",
-                       "to_df", "to_csv", "to_json", "plot", "save", "save_txt", "crops", "save_crop",
-                       "save_mask")),
+                       "to_df", "to_csv", "to_json", "plot", "save", "save_txt", "crops", "save_crop")),
+    *("libreyolo.engine.results_maps.MapsMixin." + m for m in ("save_mask", "save_depth")),
     "libreyolo.engine.boxes.Boxes",
     *("libreyolo.engine.boxes.Boxes." + m for m in ("cpu", "to", "numpy", "tolist")),
     "libreyolo.engine.boxes.Probs",
@@ -50,6 +53,9 @@ REQUIRED = (
     "libreyolo.tasks.semantic.scoring.SemMetrics", "libreyolo.tasks.semantic.metrics.scores",
     "libreyolo.tasks.semantic.metrics.confusion", "libreyolo.tasks.semantic.maps.to_original",
     "libreyolo.data.semantic.load_semantic_data", "libreyolo.data.shapes_sem.ensure_shapes_sem_dataset",
+    "libreyolo.tasks.depth.scoring.DepthMetrics", "libreyolo.tasks.depth.metrics.align_disparity",
+    "libreyolo.tasks.depth.metrics.depth_errors", "libreyolo.tasks.depth.maps.to_original",
+    "libreyolo.data.depth.load_depth_data", "libreyolo.data.shapes_depth.ensure_shapes_depth_dataset",
     "libreyolo.training.config.TrainConfig",
     "libreyolo.registry.families", "libreyolo.registry.get_family", "libreyolo.registry.parse_weights_name",
     "libreyolo.bench.run.run_benchmark",

@@ -57,3 +57,15 @@ def test_semantic_batch_feeds_the_family_criterion():
     model = Model(families()["segformer"](size="b0", nc=6))
     loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
     assert torch.isfinite(loss) and items.shape == (1,) and float(items) > 0
+
+
+def test_depth_batch_feeds_the_family_criterion():
+    mod = parity_train
+    b = mod.depth_batch(batch=2, imgsz=42, nc=6, seed=1, device=torch.device("cpu"))
+    assert b["img"].shape == (2, 3, 42, 42) and b["depth"].shape == (2, 42, 42) and b["depth"].dtype == torch.float32
+    assert int((b["depth"] == 0).sum()) > 0 and float(b["depth"].max()) <= 12.0 and float(b["depth"][b["depth"] > 0].min()) >= 2.0
+    assert torch.equal(b["depth"], mod.depth_batch(batch=2, imgsz=42, nc=6, seed=1, device=torch.device("cpu"))["depth"])
+    torch.manual_seed(0)
+    model = Model(families()["depth_anything"](size="s", nc=6))
+    loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
+    assert torch.isfinite(loss) and items.shape == (1,) and float(items) > 0

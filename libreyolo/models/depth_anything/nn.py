@@ -1,0 +1,219 @@
+"""Depth Anything V2 (Yang et al., 2024): a DINOv2 ViT encoder and a DPT decoder (Ranftl et al., 2021)
+that regresses a relative (affine-invariant, inverse-depth-like) map at the input resolution.
+
+=====  =====  =====  =====  ===============  ===================  ======  ======================
+size   width  depth  heads  blocks read      neck widths          fusion  params (ours / published)
+=====  =====  =====  =====  ===============  ===================  ======  ======================
+s      384    12     6      3, 6, 9, 12      48, 96, 192, 384     64      24.71 M / 24.8 M
+b      768    12     12     3, 6, 9, 12      96, 192, 384, 768    128     97.2 M / 97.5 M
+=====  =====  =====  =====  ===============  ===================  ======  ======================
+
+Tensor[B, 3, H, W] float in [0, 1] (H, W multiples of the 14 px patch) -> depth Tensor[B, 1, H, W]
+float >= 0 (larger = nearer, as the published relative models), in train and eval mode:
+
+1. standardise with the ImageNet mean / std, patch-embed (14 px), prepend the class token, add the
+   position embedding (trained for 518 px, resampled bicubically for other grids);
+2. run the DINOv2 blocks (:class:`libreyolo.models._vit.net.Block`, LayerScale, fused-attention
+   flag of SPEC K-9) and keep the patch tokens after blocks 3, 6, 9, 12, each through the final
+   LayerNorm, as four (B, D, h, w) maps on the token grid (h, w) = (H/14, W/14);
+3. reassemble: a 1x1 projection to the neck width, then a resize to 4x (transposed conv 4/4),
+   2x (transposed conv 2/2), 1x, 1/2x (3x3 conv, stride 2); a 3x3 conv (no bias) to the fusion
+   width;
+4. fuse from the coarsest map up: ``x = rcu2(x + rcu1(skip))`` (the coarsest has no ``x`` yet),
+   bilinear upsampling (``align_corners=True``) to the next map's size (2x after the last), a 1x1
+   projection; ``rcu`` = ``y + conv(relu(conv(relu(y))))`` (3x3 convs);
+5. head: 3x3 conv to half the fusion width, bilinear upsampling to (14h, 14w) (``align_corners=
+   True``), 3x3 conv to 32, ReLU, 1x1 conv to 1, ReLU.
+
+The forward has no data-dependent control flow: only static input shapes choose sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ...errors import ConfigError
+from ...layers.classify import IMAGENET_MEAN, IMAGENET_STD
+from .._vit.net import LN_EPS, Block, PatchEmbed, ViTSpec, resample_pos_embed
+
+FACTORS = (4, 2, 1, 0.5)  # the reassemble resize of each tapped block, finest first
+
+
+@dataclass(frozen=True)
+class DepthSpec:
+    """One size: the encoder ``vit``, the 0-based ``taps`` (blocks whose outputs feed the decoder),
+    the four ``neck`` widths, the ``fusion`` width and the head's ``head_hidden`` width."""
+
+    vit: ViTSpec
+    taps: tuple[int, int, int, int]
+    neck: tuple[int, int, int, int]
+    fusion: int
+    head_hidden: int = 32
+
+
+_DINO = {"patch": 14, "img_size": 518, "layer_scale": 1e-5, "drop_path": 0.0}
+SPECS: dict[str, DepthSpec] = {
+    "s": DepthSpec(ViTSpec(dim=384, depth=12, heads=6, **_DINO), taps=(2, 5, 8, 11), neck=(48, 96, 192, 384),
+                   fusion=64),
+    "b": DepthSpec(ViTSpec(dim=768, depth=12, heads=12, **_DINO), taps=(2, 5, 8, 11), neck=(96, 192, 384, 768),
+                   fusion=128),
+}
+
+
+class Encoder(nn.Module):
+    """The DINOv2 ViT, returning the normalised patch tokens of the tapped blocks as maps."""
+
+    def __init__(self, spec: ViTSpec, taps: tuple[int, ...], *, fused_attn: bool) -> None:
+        super().__init__()
+        if spec.img_size % spec.patch:
+            raise ConfigError(f"img_size={spec.img_size} is not a multiple of patch={spec.patch}")
+        g = spec.img_size // spec.patch
+        self.grid, self.taps = (g, g), tuple(taps)
+        self.patch_embed = PatchEmbed(spec.dim, spec.patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, spec.dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + g * g, spec.dim))
+        self.blocks = nn.ModuleList(Block(spec.dim, spec.heads, spec.mlp_ratio, drop_path=spec.drop_path,
+                                          fused_attn=fused_attn, layer_scale=spec.layer_scale)
+                                    for _ in range(max(taps) + 1))
+        self.norm = nn.LayerNorm(spec.dim, eps=LN_EPS)
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        nn.init.normal_(self.cls_token, std=1e-6)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        t, (gh, gw) = self.patch_embed(x)
+        cls = self.cls_token.expand(t.shape[0], -1, -1)
+        t = torch.cat([cls, t], dim=1) + resample_pos_embed(self.pos_embed, (gh, gw), trained=self.grid)
+        maps = []
+        for i, blk in enumerate(self.blocks):
+            t = blk(t)
+            if i in self.taps:
+                p = self.norm(t)[:, 1:]
+                maps.append(p.transpose(1, 2).reshape(p.shape[0], p.shape[2], gh, gw))
+        return maps
+
+
+class Reassemble(nn.Module):
+    """(B, D, h, w) -> (B, c, f*h, f*w): 1x1 projection, then the resize of factor ``f``."""
+
+    def __init__(self, dim: int, c: int, factor: float) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(dim, c, 1)
+        if factor > 1:
+            self.resize: nn.Module = nn.ConvTranspose2d(c, c, int(factor), stride=int(factor))
+        elif factor == 1:
+            self.resize = nn.Identity()
+        else:
+            self.resize = nn.Conv2d(c, c, 3, stride=int(round(1 / factor)), padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.resize(self.proj(x))
+
+
+class ResidualConvUnit(nn.Module):
+    """``x + conv2(relu(conv1(relu(x))))``, 3x3 convolutions with bias (pre-activation)."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.conv2(F.relu(self.conv1(F.relu(x))))
+
+
+class Fusion(nn.Module):
+    """One fusion step: ``rcu2(x + rcu1(skip))`` (``rcu2(skip)`` for the first), upsampled, projected."""
+
+    def __init__(self, c: int, *, first: bool) -> None:
+        super().__init__()
+        self.res1 = None if first else ResidualConvUnit(c)
+        self.res2 = ResidualConvUnit(c)
+        self.proj = nn.Conv2d(c, c, 1)
+
+    def forward(self, skip: Tensor, x: Tensor | None, size: tuple[int, int] | None) -> Tensor:
+        y = skip if x is None or self.res1 is None else x + self.res1(skip)
+        y = self.res2(y)
+        if size is None:
+            y = F.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=True)
+        else:
+            y = F.interpolate(y, size=size, mode="bilinear", align_corners=True)
+        return self.proj(y)
+
+
+class Neck(nn.Module):
+    """Four encoder maps -> the finest fused map (B, fusion, 8h, 8w)."""
+
+    def __init__(self, dim: int, widths: tuple[int, ...], fusion: int) -> None:
+        super().__init__()
+        self.reassemble = nn.ModuleList(Reassemble(dim, c, f) for c, f in zip(widths, FACTORS, strict=True))
+        self.convs = nn.ModuleList(nn.Conv2d(c, fusion, 3, padding=1, bias=False) for c in widths)
+        self.fusion = nn.ModuleList(Fusion(fusion, first=i == 0) for i in range(len(widths)))
+
+    def forward(self, maps: list[Tensor]) -> Tensor:
+        feats = [conv(r(m)) for m, r, conv in zip(maps, self.reassemble, self.convs, strict=True)][::-1]
+        x: Tensor | None = None
+        for i, (f, layer) in enumerate(zip(feats, self.fusion, strict=True)):
+            size = (int(feats[i + 1].shape[2]), int(feats[i + 1].shape[3])) if i + 1 < len(feats) else None
+            x = layer(f, x, size)
+        assert x is not None
+        return x
+
+
+class DepthHead(nn.Module):
+    """(B, fusion, 8h, 8w) -> (B, 1, 14h, 14w): conv, upsample to the input size, conv, ReLU, conv, ReLU."""
+
+    def __init__(self, fusion: int, hidden: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(fusion, fusion // 2, 3, padding=1)
+        self.conv2 = nn.Conv2d(fusion // 2, hidden, 3, padding=1)
+        self.conv3 = nn.Conv2d(hidden, 1, 1)
+
+    def forward(self, x: Tensor, out_hw: tuple[int, int]) -> Tensor:
+        y = F.interpolate(self.conv1(x), size=out_hw, mode="bilinear", align_corners=True)
+        return F.relu(self.conv3(F.relu(self.conv2(y))))
+
+
+class DepthAnything(nn.Module):
+    """[0, 1] RGB -> relative depth Tensor[B, 1, H, W] (module docstring).
+
+    Example:
+        >>> spec = DepthSpec(ViTSpec(dim=32, depth=4, heads=2, patch=14, img_size=28), taps=(0, 1, 2, 3),
+        ...                  neck=(8, 8, 16, 16), fusion=16, head_hidden=8)
+        >>> tuple(DepthAnything(spec).eval()(torch.rand(1, 3, 42, 56)).shape)
+        (1, 1, 42, 56)
+    """
+
+    def __init__(self, spec: DepthSpec, *, fused_attn: bool = False) -> None:
+        super().__init__()
+        self.spec, self.patch = spec, spec.vit.patch
+        self.encoder = Encoder(spec.vit, spec.taps, fused_attn=fused_attn)
+        self.neck = Neck(spec.vit.dim, spec.neck, spec.fusion)
+        self.head = DepthHead(spec.fusion, spec.head_hidden)
+        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        gh, gw = int(x.shape[2]) // self.patch, int(x.shape[3]) // self.patch
+        x = (x - self.mean.to(x.dtype)) / self.std.to(x.dtype)
+        return self.head(self.neck(self.encoder(x)), (gh * self.patch, gw * self.patch))
+
+
+def build_depth_anything(*, size: str, fused_attn: bool = False) -> DepthAnything:
+    """The network of one size (:data:`SPECS`).
+
+    Example:
+        >>> round(sum(p.numel() for p in build_depth_anything(size="s").parameters()) / 1e6, 2)
+        24.71
+    """
+    if size not in SPECS:
+        raise ConfigError(f"depth_anything has no size {size!r}; sizes: {', '.join(SPECS)}")
+    return DepthAnything(SPECS[size], fused_attn=fused_attn)
