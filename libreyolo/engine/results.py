@@ -10,7 +10,8 @@ Colours: ``orig_img`` is BGR (OpenCV order) and so is what :meth:`Results.plot` 
 Task-specific fields are optional keyword arguments of :class:`Results` that default to
 ``None`` (``boxes``; ``probs``, a :class:`Probs` of Tensor[nc] class probabilities, for classification;
 ``semantic``, Tensor[H, W] int64 class ids, for semantic segmentation; ``depth``, Tensor[H, W]
-float32, for depth); a new task adds its own
+float32, for depth; ``points``, Tensor[n, 4] float32 ``x, y, conf, cls`` object centroids, for the
+point task); a new task adds its own
 the same way, and the methods skip the fields a result does not have.
 
 Example:
@@ -37,7 +38,8 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from .boxes import Boxes, Probs
-from .results_io import next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
+from .points_io import check_points, plot_points, points_summary, points_verbose
+from .results_io import _plural, _same_file, next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
 from .results_maps import MapsMixin
 
 logger = logging.getLogger(__name__)
@@ -61,6 +63,8 @@ class Results(MapsMixin):
         semantic (Tensor[H, W], int64, CPU): a class id per original-image pixel for semantic
             segmentation, else ``None`` (:mod:`libreyolo.engine.semantic_io`: overlay, summary, PNG).
         depth (Tensor[H, W], float32, CPU): depth per original-image pixel (:mod:`.depth_io`), else ``None``.
+        points (Tensor[n, 4], float32, CPU): centroids ``x, y, conf, cls`` in original-image pixels
+            for the point task, else ``None`` (:mod:`libreyolo.engine.points_io`).
         speed: milliseconds per image for ``preprocess``, ``inference``, ``postprocess``.
         frame: 0-based frame index for video frames, else ``None``.
 
@@ -85,6 +89,7 @@ class Results(MapsMixin):
         probs: Tensor | np.ndarray | Probs | None = None,
         semantic: Tensor | np.ndarray | None = None,
         depth: Tensor | np.ndarray | None = None,
+        points: Tensor | np.ndarray | None = None,
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -102,13 +107,15 @@ class Results(MapsMixin):
         self.probs: Probs | None = None
         self.semantic: Tensor | np.ndarray | None = None
         self.depth: Tensor | np.ndarray | None = None
-        self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth)
+        self.points: Tensor | None = None
+        self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth, points=points)
         self.save_path: Path | None = None  # the file the last save() wrote
         self.depth_path: Path | None = None  # the file the last save_depth() wrote
 
     def update(self, *, boxes: Tensor | np.ndarray | Boxes | None = None,
                probs: Tensor | np.ndarray | Probs | None = None,
-               semantic: Tensor | np.ndarray | None = None, depth: Tensor | np.ndarray | None = None) -> Results:
+               semantic: Tensor | np.ndarray | None = None, depth: Tensor | np.ndarray | None = None,
+               points: Tensor | np.ndarray | None = None) -> Results:
         """Replace the given fields in place (the others are kept) and return ``self``.
 
         Example:
@@ -133,6 +140,8 @@ class Results(MapsMixin):
         if depth is not None:
             from .depth_io import check_depth
             self.depth = check_depth(depth, self.orig_shape)
+        if points is not None:
+            self.points = check_points(points)
         return self
 
     # ------------------------------------------------------------------ container
@@ -156,6 +165,7 @@ class Results(MapsMixin):
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
             "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
             "depth": self.depth,
+            "points": self.points,
         }
         kwargs.update(fields)
         return Results(**kwargs)
@@ -238,6 +248,8 @@ class Results(MapsMixin):
             from .semantic_io import semantic_verbose
 
             return semantic_verbose(self)
+        if self.points is not None and self.boxes is None:
+            return points_verbose(self)
         if self.probs is not None and self.boxes is None:
             p = self.probs
             return ", ".join(f"{self.names.get(c, str(c))} {float(p._data[c]):.2f}" for c in p.top5)
@@ -268,6 +280,8 @@ class Results(MapsMixin):
                 from .semantic_io import semantic_summary
 
                 return semantic_summary(self, decimals=decimals)
+            if self.points is not None:
+                return points_summary(self, normalize=normalize, decimals=decimals)
             if self.probs is None:
                 return []
             return [{"name": self.names.get(c, str(c)), "class": c,
@@ -334,7 +348,8 @@ class Results(MapsMixin):
     def __repr__(self) -> str:
         where = repr(self.path) + (f", frame={self.frame}" if self.frame is not None else "")
         speed = ", ".join(f"{k}={v:.1f}ms" for k, v in self.speed.items())
-        what = ("depth map" if self.depth is not None and self.boxes is None else "semantic map" if self.semantic is not None and self.boxes is None else "top5"
+        what = ("depth map" if self.depth is not None and self.boxes is None else "semantic map" if self.semantic is not None and self.boxes is None else "points"
+                if self.points is not None and self.boxes is None else "top5"
                 if self.boxes is None and self.probs is not None else f"{len(self)} detections")
         return (f"Results(path={where}, orig_shape={self.orig_shape}, {what}: "
                 f"{self.verbose()}; speed: {speed or 'n/a'})")
@@ -370,6 +385,8 @@ class Results(MapsMixin):
             from .semantic_io import plot_semantic
 
             return plot_semantic(self)
+        if self.boxes is None and self.points is not None:
+            return plot_points(self, labels=labels, conf=conf, line_width=line_width)
         if self.boxes is None and self.probs is not None:
             from .results_io import plot_probs
 
@@ -483,17 +500,3 @@ class Results(MapsMixin):
             i += 1
         return folder / f"image{i}.jpg"
 
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and a.samefile(b)
-    except OSError:
-        return False
-
-
-def _plural(word: str) -> str:
-    if word.endswith(("s", "x", "z", "ch", "sh")):
-        return word + "es"
-    if len(word) > 1 and word.endswith("y") and word[-2] not in "aeiou":
-        return word[:-1] + "ies"
-    return word + "s"

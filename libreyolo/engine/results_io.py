@@ -37,14 +37,18 @@ def _flat_rows(summary: list[dict[str, Any]], kind: str | None = None) -> tuple[
     "probs" (``None``: guessed from the first row, "detect" when there is none)."""
     rows = []
     for row in summary:
-        flat = {k: v for k, v in row.items() if k != "box"}
+        flat = {k: v for k, v in row.items() if k not in ("box", "point")}
         flat.update(row.get("box", {}))
+        flat.update(row.get("point", {}))
         rows.append(flat)
     if kind is None:
-        kind = "detect" if not summary else "semantic" if "pixels" in summary[0] else "probs" \
+        kind = "detect" if not summary else "semantic" if "pixels" in summary[0] else "points" \
+            if "point" in summary[0] else "probs" \
             if "box" not in summary[0] else "track" if "track_id" in summary[0] else "detect"
     if kind == "semantic":
         return list(_SEMANTIC_COLUMNS), rows
+    if kind == "points":
+        return ["name", "class", "confidence", "x", "y"], rows
     if kind == "probs":
         return list(_PROBS_COLUMNS), rows
     return list(_DETECT_COLUMNS) + (list(_TRACK_COLUMNS) if kind == "track" else []), rows
@@ -76,6 +80,8 @@ def table_kind(r: Results) -> str:
     """The columns :func:`summary_to_csv` uses for ``r``: "track", "detect", "probs" or "semantic"."""
     if r.boxes is None and r.semantic is not None:
         return "semantic"
+    if r.boxes is None and r.points is not None:
+        return "points"
     if r.boxes is None and r.probs is not None:
         return "probs"
     return "track" if r.boxes is not None and r.boxes.is_track else "detect"
@@ -83,8 +89,12 @@ def table_kind(r: Results) -> str:
 
 def label_lines(r: Results, *, save_conf: bool) -> list[str]:
     """YOLO label lines of a result: ``cls xc yc w h [conf] [track id]`` (normalised), or
-    ``prob cls`` for the top-5 of a classification."""
+    ``prob cls`` for the top-5 of a classification, ``cls x y [conf]`` for points."""
     if r.boxes is None:
+        if r.points is not None:  # point task: ``cls x y [conf]``, x / y normalised by the image size
+            h, w = r.orig_shape
+            return [f"{int(c)} {x / w:.6g} {y / h:.6g}" + (f" {cf:.6g}" if save_conf else "")
+                    for x, y, cf, c in r.points.cpu().tolist()]
         if r.probs is None:
             return []
         return [f"{float(r.probs._data[c]):.6g} {c}" for c in r.probs.top5]
@@ -232,3 +242,18 @@ def write_bgr(file: Path, bgr: np.ndarray) -> None:
         Image.fromarray(np.ascontiguousarray(bgr[:, :, ::-1])).save(file, quality=95)
     except (OSError, ValueError, KeyError) as e:
         raise ConfigError(f"cannot write '{file}': {e}") from e
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
+def _plural(word: str) -> str:
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    if len(word) > 1 and word.endswith("y") and word[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"

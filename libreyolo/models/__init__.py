@@ -9,6 +9,7 @@ from .depth_anything.family import DepthAnythingV2
 from .dfine.family import DFINE
 from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
+from .fomo.family import FOMO
 from .mobilenetv4.family import MobileNetV4
 from .picodet.family import PicoDet
 from .resnet.family import ResNet
@@ -45,3 +46,4 @@ register_family(Swin)
 register_family(SegFormer)
 register_family(DINOv2)
 register_family(DepthAnythingV2)
+register_family(FOMO)

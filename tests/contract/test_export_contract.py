@@ -47,10 +47,13 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     (ox,) = loaded.predict(img, imgsz=s, **kw)
     assert (pt.boxes is None) == (ox.boxes is None) and (pt.probs is None) == (ox.probs is None)
     assert (pt.semantic is None) == (ox.semantic is None)
-    assert (pt.depth is None) == (ox.depth is None)
+    assert (pt.depth is None) == (ox.depth is None) and (pt.points is None) == (ox.points is None)
     if pt.depth is not None:  # depth: the same map at the image's size
         assert ox.depth.shape == pt.depth.shape == (48, 80)
         assert torch.allclose(ox.depth, pt.depth, rtol=1e-3, atol=1e-3)
+    elif pt.points is not None:  # points: the same centroids (cells are thresholded, so compare at a margin)
+        assert ox.orig_shape == pt.orig_shape == (48, 80) and ox.points.shape[1] == 4
+        assert ox.points.shape == pt.points.shape and torch.allclose(ox.points, pt.points, atol=1e-2)
     elif pt.semantic is not None:  # semantic segmentation: the same class map (ties of near-equal logits aside)
         assert ox.semantic.shape == pt.semantic.shape == (48, 80)
         assert float((ox.semantic == pt.semantic).float().mean()) > 0.999
