@@ -29,7 +29,10 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.segformer.convert", "libreyolo.engine.results_maps", "libreyolo.engine.depth_io",
            "libreyolo.tasks.depth.maps", "libreyolo.tasks.depth.metrics", "libreyolo.tasks.depth.scoring",
            "libreyolo.data.depth", "libreyolo.data.shapes_depth", "libreyolo.models._base.depth",
-           "libreyolo.models.depth_anything.nn", "libreyolo.models.depth_anything.convert")
+           "libreyolo.models.depth_anything.nn", "libreyolo.models.depth_anything.convert",
+           "libreyolo.ops.points", "libreyolo.tasks.point.metrics", "libreyolo.tasks.point.scoring",
+           "libreyolo.engine.points_io", "libreyolo.models._base.point", "libreyolo.models.fomo.nn",
+           "libreyolo.models.fomo.convert")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
@@ -56,6 +59,8 @@ REQUIRED = (
     "libreyolo.tasks.depth.scoring.DepthMetrics", "libreyolo.tasks.depth.metrics.align_disparity",
     "libreyolo.tasks.depth.metrics.depth_errors", "libreyolo.tasks.depth.maps.to_original",
     "libreyolo.data.depth.load_depth_data", "libreyolo.data.shapes_depth.ensure_shapes_depth_dataset",
+    "libreyolo.tasks.point.scoring.PointMetrics", "libreyolo.tasks.point.metrics.match_points",
+    "libreyolo.ops.points.centroid_targets", "libreyolo.ops.points.decode_points", "libreyolo.engine.points_io",
     "libreyolo.training.config.TrainConfig",
     "libreyolo.registry.families", "libreyolo.registry.get_family", "libreyolo.registry.parse_weights_name",
     "libreyolo.bench.run.run_benchmark",
