@@ -14,7 +14,8 @@ in a numerics class:
 Detection families get a synthetic detection batch; classification families (capability
 ``OUTPUT_KIND == "probs"``) a batch of images and one class id per image; semantic families
 (``OUTPUT_KIND == "semantic"``) a batch of images and a mask of class ids per pixel; depth families
-(``OUTPUT_KIND == "depth"``) a batch of images and a depth map. Each step starts from
+(``OUTPUT_KIND == "depth"``) a batch of images and a depth map; point families (``OUTPUT_KIND ==
+"points"``) the detection batch (their loss reduces each box to its centroid cell). Each step starts from
 the same RNG seed, so dropout / stochastic-depth masks are drawn alike in the two eager runs.
 
 Usage (GPU): python3 benchmarks/parity_train.py --out $OUT [--sizes t,s] [--commit SHA]

@@ -69,3 +69,13 @@ def test_depth_batch_feeds_the_family_criterion():
     model = Model(families()["depth_anything"](size="s", nc=6))
     loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
     assert torch.isfinite(loss) and items.shape == (1,) and float(items) > 0
+
+
+def test_point_families_take_the_detection_batch():
+    """A point family (``OUTPUT_KIND == "points"``) gets the detection batch: its loss reduces the
+    boxes to centroid cells."""
+    fam = families()["fomo"]
+    b = parity_train.synthetic_batch(batch=2, imgsz=64, nc=6, seed=1, device=torch.device("cpu"))
+    model = Model(fam(size="035", nc=6))
+    loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
+    assert fam.OUTPUT_KIND == "points" and torch.isfinite(loss) and items.shape == (1,) and float(items) > 0
