@@ -151,3 +151,17 @@ def test_bad_label_gives_the_detection_reader_error(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="expected 5 fields") as e:
         task.dataset(cfg, cfg.train, split="train", imgsz=64)
     assert "\n" not in str(e.value)
+
+
+def test_points_draw_without_opencv(monkeypatch) -> None:
+    import sys
+
+    from libreyolo._cv import have_cv2
+
+    pts = torch.tensor([[30.0, 20.0, 0.75, 0]])
+    with_cv2 = Results(orig_img=np.zeros((40, 60, 3), np.uint8), names={0: "a"}, points=pts).plot()
+    monkeypatch.setitem(sys.modules, "cv2", None)  # `import cv2` now raises ImportError
+    assert not have_cv2()
+    drawn = Results(orig_img=np.zeros((40, 60, 3), np.uint8), names={0: "a"}, points=pts).plot()
+    assert drawn.shape == (40, 60, 3) and drawn.dtype == np.uint8
+    assert (drawn[20, 30] == with_cv2[20, 30]).all() and (drawn[20, 30] != 0).any()  # the disc, class colour
