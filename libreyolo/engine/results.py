@@ -146,6 +146,8 @@ class Results(MapsMixin):
 
     # ------------------------------------------------------------------ container
     def __len__(self) -> int:
+        if self.boxes is None and self.points is not None:
+            return len(self.points)
         return len(self.boxes) if self.boxes is not None else 0
 
     def __getitem__(self, idx: Any) -> Results:
@@ -156,6 +158,8 @@ class Results(MapsMixin):
             >>> len(r[r.boxes.conf > 0.5]), len(r[r.boxes.conf > 0.8]), len(r[0])
             (1, 0, 1)
         """
+        if self.boxes is None and self.points is not None:  # points: the selected rows
+            return self._with(points=self.points[idx].reshape(-1, 4))
         if self.boxes is None:
             raise IndexError("this result has no detections to index")
         return self._with(boxes=self.boxes[idx])

@@ -132,6 +132,7 @@ def test_results_points_round_trip(tmp_path: Path) -> None:
     assert r.save(tmp_path / "p.png").is_file()
     assert r.save_txt(tmp_path / "p.txt", save_conf=True).read_text().splitlines()[1] == "1 0.1 0.1 0.5"
     assert r.cpu().points.shape == (3, 4) and r.new().verbose() == "no detections"
+    assert len(r) == 3 and len(r[r.points[:, 2] > 0.4]) == 2 and r[1].verbose() == "1 square"
     with pytest.raises(ConfigError, match=r"\(n, 4\)"):
         Results(orig_img=img, names={0: "a"}, points=torch.zeros(2, 3))
 
