@@ -63,8 +63,7 @@ class Results(MapsMixin):
         semantic (Tensor[H, W], int64, CPU): a class id per original-image pixel for semantic
             segmentation, else ``None`` (:mod:`libreyolo.engine.semantic_io`: overlay, summary, PNG).
         depth (Tensor[H, W], float32, CPU): depth per original-image pixel (:mod:`.depth_io`), else ``None``.
-        points (Tensor[n, 4], float32, CPU): centroids ``x, y, conf, cls`` in original-image pixels
-            for the point task, else ``None`` (:mod:`libreyolo.engine.points_io`).
+        points (Tensor[n, 4], float32, CPU): centroids x, y, conf, cls (:mod:`.points_io`), else ``None``.
         speed: milliseconds per image for ``preprocess``, ``inference``, ``postprocess``.
         frame: 0-based frame index for video frames, else ``None``.
 
@@ -246,11 +245,9 @@ class Results(MapsMixin):
         """
         if self.depth is not None and self.boxes is None:
             from .depth_io import depth_verbose
-
             return depth_verbose(self)
         if self.semantic is not None and self.boxes is None:
             from .semantic_io import semantic_verbose
-
             return semantic_verbose(self)
         if self.points is not None and self.boxes is None:
             return points_verbose(self)
@@ -278,11 +275,9 @@ class Results(MapsMixin):
         if self.boxes is None:
             if self.depth is not None:
                 from .depth_io import depth_summary
-
                 return depth_summary(self, decimals=decimals)
             if self.semantic is not None:
                 from .semantic_io import semantic_summary
-
                 return semantic_summary(self, decimals=decimals)
             if self.points is not None:
                 return points_summary(self, normalize=normalize, decimals=decimals)
@@ -383,11 +378,9 @@ class Results(MapsMixin):
 
         if self.boxes is None and self.depth is not None:
             from .depth_io import plot_depth
-
             return plot_depth(self)
         if self.boxes is None and self.semantic is not None:
             from .semantic_io import plot_semantic
-
             return plot_semantic(self)
         if self.boxes is None and self.points is not None:
             return plot_points(self, labels=labels, conf=conf, line_width=line_width)
