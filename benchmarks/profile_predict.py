@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                                "call_ms": round(wall(call, device, args.iters, warmup=args.warmup), 4)}
         twin = model.prepared(half=half, fuse=True)
         if graph:
-            from libreyolo.tasks.detect.preprocess import preprocess
             from libreyolo.models._base.inference import channels_last, input_dtype
+            from libreyolo.tasks.detect.preprocess import preprocess
 
             x, _ = preprocess([rgb], (640, 640), device, dtype=input_dtype(twin), channels_last=channels_last(twin),
                               rect=True, stride=model.stride)

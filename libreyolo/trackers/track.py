@@ -63,7 +63,6 @@ def track(model: Any, source: Any, opts: Any, *, tracker: Any = "bytetrack", per
     """
     from ..engine.predictor import predict
     from ..engine.saving import ResultWriter
-
     from ..tasks import task_of
 
     task = task_of(model)

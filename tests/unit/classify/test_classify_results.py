@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from libreyolo import SAMPLE_IMAGE, LibreYOLO
-from libreyolo.tasks.classify.scoring import accuracy, topk_correct
 from libreyolo.engine.results import Probs, Results
 from libreyolo.errors import ConfigError
+from libreyolo.tasks.classify.scoring import accuracy, topk_correct
 
 
 def test_probs_api():

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from libreyolo.tasks.detect.preprocess import preprocess
 from libreyolo.engine.sources import load_source
 from libreyolo.ops.boxes import scale_boxes
 from libreyolo.ops.candidates import candidates_truncated, select_detections
+from libreyolo.tasks.detect.preprocess import preprocess
 
 
 def test_scale_boxes_numpy_path_is_bitwise_the_torch_formula():

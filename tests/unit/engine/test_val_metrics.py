@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from libreyolo.tasks.detect import metrics as M
 from libreyolo.engine.val_logging import library_logging
-from libreyolo.tasks.detect.results import DetMetrics
 from libreyolo.engine.validator import run_validation
-from libreyolo.tasks.detect.scoring import DetectionScorer as _Collector
 from libreyolo.model import Model
+from libreyolo.tasks.detect import metrics as M
+from libreyolo.tasks.detect.results import DetMetrics
+from libreyolo.tasks.detect.scoring import DetectionScorer as _Collector
 
 NAMES = {0: "cat", 1: "dog", 2: "bird"}
 

@@ -11,10 +11,10 @@ import torch
 from matplotlib.image import imread
 
 from libreyolo.engine import val_plots as P
-from libreyolo.tasks.detect.results import DetMetrics
 from libreyolo.engine.validator import run_validation, validate
 from libreyolo.model import Model
 from libreyolo.ops.boxes import xywh_to_xyxy
+from libreyolo.tasks.detect.results import DetMetrics
 
 VAL_FILES = ("confusion_matrix.png", "confusion_matrix_normalized.png", "P_curve.png", "R_curve.png", "F1_curve.png",
              "PR_curve.png", "val_labels.png", "val_batch0.png", "val_batch1.png")

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from libreyolo.engine.validator import ValConfig, validate
-from libreyolo.tasks.detect.scoring import DetectionScorer as _Collector
 from libreyolo.errors import ConfigError
 from libreyolo.model import Model
 from libreyolo.ops.boxes import xywh_to_xyxy
+from libreyolo.tasks.detect.scoring import DetectionScorer as _Collector
 
 
 @pytest.fixture(scope="module")
