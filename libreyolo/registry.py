@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from .models._base.family import Family
 
 
-TASK_SUFFIXES = {"": "detect", "cls": "classify", "seg": "segment", "pose": "pose", "sem": "semantic"}
+TASK_SUFFIXES = {"": "detect", "cls": "classify", "seg": "segment", "pose": "pose", "sem": "semantic",
+                 "restore": "restore"}
 _NAME_RE = re.compile(r"^Libre(?P<body>[A-Za-z0-9_]+?)(?:-(?P<task>[a-z]+))?(?:\.(?P<ext>pt|safetensors|onnx))?$")
 
 

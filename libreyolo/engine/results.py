@@ -9,7 +9,8 @@ Colours: ``orig_img`` is BGR (OpenCV order) and so is what :meth:`Results.plot` 
 
 Task-specific fields are optional keyword arguments of :class:`Results` that default to
 ``None`` (``boxes``; ``probs``, a :class:`Probs` of Tensor[nc] class probabilities, for classification;
-``semantic``, Tensor[H, W] int64 class ids, for semantic segmentation); a new task adds its own
+``semantic``, Tensor[H, W] int64 class ids, for semantic segmentation; ``restored``, the
+restored image Tensor[3, H', W'], for restoration); a new task adds its own
 the same way, and the methods skip the fields a result does not have.
 
 Example:
@@ -35,6 +36,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
+from . import restore_io
 from .boxes import Boxes, Probs
 from .results_io import next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
 
@@ -81,6 +83,7 @@ class Results:
         boxes: Tensor | np.ndarray | Boxes | None = None,
         probs: Tensor | np.ndarray | Probs | None = None,
         semantic: Tensor | np.ndarray | None = None,
+        restored: Tensor | np.ndarray | None = None,  # restoration: :mod:`.restore_io`
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -97,12 +100,14 @@ class Results:
         self.boxes: Boxes | None = None
         self.probs: Probs | None = None
         self.semantic: Tensor | np.ndarray | None = None
-        self.update(boxes=boxes, probs=probs, semantic=semantic)
+        self.restored: Tensor | None = None
+        self.update(boxes=boxes, probs=probs, semantic=semantic, restored=restored)
         self.save_path: Path | None = None  # the file the last save() wrote
 
     def update(self, *, boxes: Tensor | np.ndarray | Boxes | None = None,
                probs: Tensor | np.ndarray | Probs | None = None,
-               semantic: Tensor | np.ndarray | None = None) -> Results:
+               semantic: Tensor | np.ndarray | None = None,
+               restored: Tensor | np.ndarray | None = None) -> Results:
         """Replace the given fields in place (the others are kept) and return ``self``.
 
         Example:
@@ -124,6 +129,8 @@ class Results:
             from .semantic_io import check_semantic
 
             self.semantic = check_semantic(semantic, self.orig_shape)
+        if restored is not None:
+            self.restored = restore_io.check_restored(restored, self.orig_shape)
         return self
 
     # ------------------------------------------------------------------ container
@@ -146,6 +153,7 @@ class Results:
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
             "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
+            "restored": self.restored,
         }
         kwargs.update(fields)
         return Results(**kwargs)
@@ -220,6 +228,8 @@ class Results:
             >>> r.verbose(), r.new().verbose()
             ('1 circle', 'no detections')
         """
+        if self.restored is not None and self.boxes is None:
+            return restore_io.restore_verbose(self)
         if self.semantic is not None and self.boxes is None:
             from .semantic_io import semantic_verbose
 
@@ -246,6 +256,8 @@ class Results:
             [{'name': 'circle', 'class': 0, 'confidence': 0.75, 'box': {'x1': 0.125, 'y1': 0.5, 'x2': 0.375, 'y2': 1.0}}]
         """
         if self.boxes is None:
+            if self.restored is not None:
+                return restore_io.restore_summary(self, decimals=decimals)
             if self.semantic is not None:
                 from .semantic_io import semantic_summary
 
@@ -316,7 +328,8 @@ class Results:
     def __repr__(self) -> str:
         where = repr(self.path) + (f", frame={self.frame}" if self.frame is not None else "")
         speed = ", ".join(f"{k}={v:.1f}ms" for k, v in self.speed.items())
-        what = ("semantic map" if self.semantic is not None and self.boxes is None else "top5"
+        what = ("restored image" if self.restored is not None else "semantic map"
+                if self.semantic is not None and self.boxes is None else "top5"
                 if self.boxes is None and self.probs is not None else f"{len(self)} detections")
         return (f"Results(path={where}, orig_shape={self.orig_shape}, {what}: "
                 f"{self.verbose()}; speed: {speed or 'n/a'})")
@@ -344,6 +357,8 @@ class Results:
         """
         from .plotting import draw_detections
 
+        if self.boxes is None and self.restored is not None:
+            return restore_io.plot_restored(self)
         if self.boxes is None and self.semantic is not None:
             from .semantic_io import plot_semantic
 
@@ -394,7 +409,8 @@ class Results:
         if self.path is not None and _same_file(file, Path(self.path)):
             raise ConfigError(f"save() would overwrite the source image '{self.path}'; pass another file or folder")
         file.parent.mkdir(parents=True, exist_ok=True)
-        bgr = self.plot(labels=labels, conf=conf, line_width=line_width)  # BGR, what imencode expects
+        bgr = restore_io.to_bgr(self) if self.restored is not None else self.plot(labels=labels, conf=conf,
+                                                                                   line_width=line_width)
         write_bgr(file, bgr)
         logger.debug("saved %s", file)
         self.save_path = file

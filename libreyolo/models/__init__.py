@@ -8,7 +8,9 @@ from .deit.family import DeiT
 from .dfine.family import DFINE
 from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
+from .esrgan.family import ESRGAN
 from .mobilenetv4.family import MobileNetV4
+from .nafnet.family import NAFNet
 from .picodet.family import PicoDet
 from .resnet.family import ResNet
 from .rtdetr.family import RTDETR
@@ -43,3 +45,5 @@ register_family(DeiT)
 register_family(Swin)
 register_family(SegFormer)
 register_family(DINOv2)
+register_family(NAFNet)
+register_family(ESRGAN)
