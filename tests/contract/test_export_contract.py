@@ -40,11 +40,16 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     import numpy as np
 
     img = np.random.default_rng(0).integers(0, 255, (48, 80, 3), dtype=np.uint8)
+    if model.OUTPUT_KIND == "restore":  # restoration predicts each image at its own size: a dynamic export
+        loaded = LibreYOLO(str(model.export(format="onnx", imgsz=s, dynamic=True, file=str(tmp_path / "dyn.onnx"))))
     (pt,) = model.predict(img, imgsz=s)
     (ox,) = loaded.predict(img, imgsz=s)
     assert (pt.boxes is None) == (ox.boxes is None) and (pt.probs is None) == (ox.probs is None)
-    assert (pt.semantic is None) == (ox.semantic is None)
-    if pt.semantic is not None:  # semantic segmentation: the same class map (ties of near-equal logits aside)
+    assert (pt.semantic is None) == (ox.semantic is None) and (pt.restored is None) == (ox.restored is None)
+    if pt.restored is not None:  # restoration: the same image (x scale), within float rounding
+        assert ox.restored.shape == pt.restored.shape == (3, 48 * model.SCALE, 80 * model.SCALE)
+        assert torch.allclose(ox.restored, pt.restored, atol=1e-3)
+    elif pt.semantic is not None:  # semantic segmentation: the same class map (ties of near-equal logits aside)
         assert ox.semantic.shape == pt.semantic.shape == (48, 80)
         assert float((ox.semantic == pt.semantic).float().mean()) > 0.999
     elif pt.probs is not None:  # classification: the same distribution

@@ -1,9 +1,10 @@
 """Image restoration: denoising / deblurring (same size out) and super-resolution (``scale`` x).
 
-Prediction runs the whole image at its own size (``imgsz`` is not used): a batch is padded on the
-right and bottom (edge pixels repeated) to a common size that is a multiple of the network's
-``stride`` (16 for NAFNet, 1 for RRDBNet), and each output is cropped back to its image
-(x ``scale``). ``Results.restored`` is Tensor[3, s*H, s*W] float32 RGB in [0, 1] on the CPU, in the
+Prediction runs the whole image at its own size (with ``rect=True``, the default, ``imgsz`` is not
+used): a batch is padded on the right and bottom (edge pixels repeated) to a common size that is a
+multiple of the network's ``stride`` (16 for NAFNet, 1 for RRDBNet), and each output is cropped
+back to its image (x ``scale``). ``rect=False`` pads every image to ``imgsz`` instead (what a
+fixed-size export needs; an image larger than ``imgsz`` is refused). ``Results.restored`` is Tensor[3, s*H, s*W] float32 RGB in [0, 1] on the CPU, in the
 image's own orientation (:mod:`libreyolo.engine.restore_io`: ``save()`` writes it, ``plot()``
 shows input and output side by side). Datasets are paired LQ / HQ folders
 (:mod:`libreyolo.data.restore`); the built-in demos are ``data="shapes-denoise"`` and
@@ -58,14 +59,23 @@ class RestoreTask(Task):
     def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,
                    channels_last: bool, rect: bool, stride: int) -> tuple[Tensor, list[Any]]:
         imgs = [torch.from_numpy(it.image).to(device, non_blocking=True).permute(2, 0, 1) for it in items]
-        x = pad_batch(imgs, stride).to(dtype).div_(255.0)
+        if not rect:  # the fixed imgsz (e.g. of a fixed-size export): pad every image to it
+            big = [it.shape for it in items if it.shape[0] > imgsz[0] or it.shape[1] > imgsz[1]]
+            if big:
+                raise ConfigError(f"rect=False pads each image to imgsz={list(imgsz)}, but an image is {big[0][1]}x"
+                                  f"{big[0][0]}; pass a larger imgsz, or rect=True (each image at its own size)")
+            x = pad_batch(imgs + [imgs[0].new_zeros(3, *imgsz)], stride)[:-1]  # the blank sets the size
+        else:
+            x = pad_batch(imgs, stride)
+        x = x.to(dtype).div_(255.0)
         if channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, [(int(t.shape[1]), int(t.shape[2]), int(x.shape[3])) for t in imgs]
 
     def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
                 rerun: Any) -> list[Tensor]:
-        outs = twin.postprocess(raw)
+        outs = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None, max_det=opts.max_det,
+                                agnostic=False)
         crops = []
         for out, (h, w, width) in zip(outs, params, strict=True):
             k = int(out.shape[-1]) // width
@@ -103,7 +113,7 @@ class RestoreTask(Task):
 
     # ------------------------------------------------------------------ validation
     def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> list[Tensor]:
-        return model.postprocess(raw)
+        return model.postprocess(raw, conf=conf, iou=iou, classes=None, max_det=max_det, agnostic=False)
 
     def scorer(self, names: dict[int, str]) -> Any:
         from .scoring import RestoreScorer

@@ -87,3 +87,12 @@ def test_task_refuses_detection_options() -> None:
 
     with pytest.raises(ConfigError, match="rect=True"):
         get_task("restore").check_train_options(Cfg())
+
+
+def test_rect_false_pads_to_imgsz() -> None:
+    model = LibreYOLO("LibreNAFNett-restore.pt", pretrained=False)
+    img = np.random.default_rng(0).integers(0, 255, (20, 30, 3), dtype=np.uint8)
+    (r,) = model.predict(img, imgsz=32, rect=False)
+    assert tuple(r.restored.shape) == (3, 20, 30)
+    with pytest.raises(ConfigError, match="rect=False pads each image to imgsz"):
+        model.predict(img, imgsz=16, rect=False)
