@@ -26,7 +26,11 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.bench.run", "libreyolo.tasks.semantic.scoring", "libreyolo.tasks.semantic.metrics",
            "libreyolo.tasks.semantic.maps", "libreyolo.engine.semantic_io", "libreyolo.data.semantic",
            "libreyolo.data.shapes_sem", "libreyolo.models._base.semantic", "libreyolo.models.segformer.nn",
-           "libreyolo.models.segformer.convert")
+           "libreyolo.models.segformer.convert", "libreyolo.tasks.restore", "libreyolo.tasks.restore.metrics",
+           "libreyolo.tasks.restore.scoring", "libreyolo.engine.restore_io", "libreyolo.data.restore",
+           "libreyolo.data.shapes_restore", "libreyolo.models._base.restore", "libreyolo.models.nafnet.nn",
+           "libreyolo.models.nafnet.convert", "libreyolo.models.esrgan.nn", "libreyolo.models.esrgan.convert",
+           "libreyolo.convert.basicsr")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
