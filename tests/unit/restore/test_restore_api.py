@@ -96,3 +96,10 @@ def test_rect_false_pads_to_imgsz() -> None:
     assert tuple(r.restored.shape) == (3, 20, 30)
     with pytest.raises(ConfigError, match="rect=False pads each image to imgsz"):
         model.predict(img, imgsz=16, rect=False)
+
+
+def test_the_psnr_loss_is_chosen_on_the_model() -> None:
+    model = LibreYOLO("LibreNAFNett-restore.pt", pretrained=False)
+    assert model.build_criterion().kind == "l1"
+    model.LOSS = "psnr"  # written through to the family instance
+    assert model.build_criterion().kind == "psnr"
