@@ -74,6 +74,8 @@ def test_train_one_epoch_val_and_reload(tmp_path: Path, weights: str, kind: str,
     res = model.train(data=str(data), epochs=1, imgsz=32, batch=2, workers=0, project=str(tmp_path / "runs"),
                       verbose=False, plots=False)
     assert np.isfinite(res["psnr"]) and 0 < res["psnr"] < 100 and -1 <= res["ssim"] <= 1
+    header = (Path(res["save_dir"]) / "results.csv").read_text().splitlines()[0].split(",")
+    assert {"train/l1_loss", "val/l1_loss", "metrics/psnr", "metrics/ssim"} <= set(header)
     best = LibreYOLO(res["best"])
     assert (best.FAMILY, best.task, best.nc) == (model.FAMILY, "restore", 1)
     m = best.val(data=str(data), imgsz=32, batch=2, workers=0, verbose=False)
