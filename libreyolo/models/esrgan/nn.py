@@ -8,8 +8,8 @@
   skip around them, then two times (nearest-neighbour upsampling x2, 3x3 conv, LeakyReLU), a 3x3
   conv with LeakyReLU and a 3x3 conv to 3 channels: Tensor[B, 3, H, W] -> Tensor[B, 3, 4H, 4W].
 
-Initialisation: He-normal convolutions, scaled by 0.1 inside the dense blocks (the residual
-scaling of the ESRGAN paper), zero biases.
+Initialisation: the dense blocks' convolutions He-normal scaled by 0.1 with zero biases (the
+residual scaling of the ESRGAN paper); the other convolutions keep PyTorch's default.
 """
 
 from __future__ import annotations
@@ -79,13 +79,11 @@ class RRDBNet(nn.Module):
         self.hr = nn.Conv2d(f, f, 3, padding=1)
         self.out = nn.Conv2d(f, 3, 3, padding=1)
         self.scale = spec.scale
-        for m in self.modules():
+        for m in self.body.modules():  # the dense blocks' convs; the others keep PyTorch's default
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight)
-                nn.init.zeros_(m.bias)
-        for m in self.body.modules():
-            if isinstance(m, nn.Conv2d):
                 m.weight.data.mul_(0.1)
+                nn.init.zeros_(m.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.stem(x)
