@@ -101,6 +101,9 @@ class RestoreTask(Task):
         for key, why in (("single_cls", "detection datasets"), ("rect", "detection datasets (rectangular batches)")):
             if getattr(cfg, key, False):
                 raise ConfigError(f"{key}=True is for {why}; a restoration model trains on square random patches")
+        if getattr(cfg, "multi_scale", 0):
+            raise ConfigError("multi_scale resizes the input batch but not its HQ targets; a restoration model trains "
+                              "at one patch size (multi_scale=0)")
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``imgsz`` (the LQ patch side) defaults to the family's and ``project`` to runs/restore."""

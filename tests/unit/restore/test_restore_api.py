@@ -85,9 +85,12 @@ def test_train_one_epoch_val_and_reload(tmp_path: Path, weights: str, kind: str,
 
 def test_task_refuses_detection_options() -> None:
     class Cfg:
-        single_cls, rect = False, True
+        single_cls, rect, multi_scale = False, True, 0.0
 
     with pytest.raises(ConfigError, match="rect=True"):
+        get_task("restore").check_train_options(Cfg())
+    Cfg.rect, Cfg.multi_scale = False, 0.5
+    with pytest.raises(ConfigError, match="multi_scale"):
         get_task("restore").check_train_options(Cfg())
 
 
