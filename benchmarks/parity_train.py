@@ -15,7 +15,8 @@ Detection families get a synthetic detection batch; classification families (cap
 ``OUTPUT_KIND == "probs"``) a batch of images and one class id per image; semantic families
 (``OUTPUT_KIND == "semantic"``) a batch of images and a mask of class ids per pixel; depth families
 (``OUTPUT_KIND == "depth"``) a batch of images and a depth map; point families (``OUTPUT_KIND ==
-"points"``) the detection batch (their loss reduces each box to its centroid cell). Each step starts from
+"points"``) the detection batch (their loss reduces each box to its centroid cell). restoration families (``OUTPUT_KIND == "restore"``) LQ images and HQ
+targets (x ``SCALE``). Each step starts from
 the same RNG seed, so dropout / stochastic-depth masks are drawn alike in the two eager runs.
 
 Usage (GPU): python3 benchmarks/parity_train.py --out $OUT [--sizes t,s] [--commit SHA]
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import sys
 from pathlib import Path
@@ -89,6 +91,18 @@ def depth_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.dev
             depth[i, y0:y0 + imgsz // 3, x0:x0 + imgsz // 3] = 2.0 + 6.0 * float(torch.rand(1, generator=g))
     depth[:, : max(1, imgsz // 32)] = 0.0
     return {"img": imgs.to(device), "depth": depth.to(device)}
+
+
+def restore_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.device, scale: int = 1) -> dict[str, Any]:
+    """A restoration batch: LQ images in [0, 1] (Tensor[B, 3, S, S]) and HQ targets (Tensor[B, 3,
+    scale*S, scale*S] uint8): a smooth field upsampled from a coarse grid, the LQ image its
+    downscaled copy (``scale`` > 1) or a noisy copy (``scale`` = 1); ``nc`` is unused."""
+    g = torch.Generator().manual_seed(seed)
+    hq = torch.nn.functional.interpolate(torch.rand(batch, 3, 8, 8, generator=g), size=(imgsz * scale,) * 2,
+                                         mode="bicubic", align_corners=False).clamp_(0, 1)
+    lq = (torch.nn.functional.interpolate(hq, size=(imgsz, imgsz), mode="area") if scale > 1 else
+          (hq + 0.1 * torch.randn(hq.shape, generator=g)).clamp_(0, 1))
+    return {"img": lq.to(device), "target": hq.mul(255).round().to(torch.uint8).to(device)}
 
 
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -163,8 +177,9 @@ def run_row(fam: type, size: str, amp: torch.dtype | None, *, batch: int, imgsz:
     torch.manual_seed(0)
     model = fam(size=size, nc=6)
     base = model.net.to(device).train()
-    make = {"probs": classify_batch, "semantic": semantic_batch, "depth": depth_batch}.get(getattr(fam, "OUTPUT_KIND", "boxes"),
-                                                                    synthetic_batch)
+    make = {"probs": classify_batch, "semantic": semantic_batch, "depth": depth_batch,
+            "restore": functools.partial(restore_batch, scale=int(getattr(fam, "SCALE", 1)))}.get(
+        getattr(fam, "OUTPUT_KIND", "boxes"), synthetic_batch)
     data = make(batch=batch, imgsz=imgsz, nc=6, seed=1, device=device)
     nets = [copy.deepcopy(base) for _ in range(3)]
     model.net = nets[0]

@@ -11,7 +11,7 @@ Task-specific fields are optional keyword arguments of :class:`Results` that def
 ``None`` (``boxes``; ``probs``, a :class:`Probs` of Tensor[nc] class probabilities, for classification;
 ``semantic``, Tensor[H, W] int64 class ids, for semantic segmentation; ``depth``, Tensor[H, W]
 float32, for depth; ``points``, Tensor[n, 4] float32 ``x, y, conf, cls`` object centroids, for the
-point task); a new task adds its own
+point task; ``restored``, the restored image Tensor[3, H', W'], for restoration); a new task adds its own
 the same way, and the methods skip the fields a result does not have.
 
 Example:
@@ -37,9 +37,11 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
+from . import restore_io
 from .boxes import Boxes, Probs
-from .points_io import check_points, plot_points, points_summary, points_verbose
+from .points_io import check_points
 from .results_io import _plural, _same_file, next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
+from .results_kinds import kind_plot, kind_summary, kind_verbose
 from .results_maps import MapsMixin
 
 logger = logging.getLogger(__name__)
@@ -89,6 +91,7 @@ class Results(MapsMixin):
         semantic: Tensor | np.ndarray | None = None,
         depth: Tensor | np.ndarray | None = None,
         points: Tensor | np.ndarray | None = None,
+        restored: Tensor | np.ndarray | None = None,  # restoration: :mod:`.restore_io`
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -107,14 +110,15 @@ class Results(MapsMixin):
         self.semantic: Tensor | np.ndarray | None = None
         self.depth: Tensor | np.ndarray | None = None
         self.points: Tensor | None = None
-        self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth, points=points)
+        self.restored: Tensor | None = None
+        self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth, points=points, restored=restored)
         self.save_path: Path | None = None  # the file the last save() wrote
         self.depth_path: Path | None = None  # the file the last save_depth() wrote
 
     def update(self, *, boxes: Tensor | np.ndarray | Boxes | None = None,
                probs: Tensor | np.ndarray | Probs | None = None,
                semantic: Tensor | np.ndarray | None = None, depth: Tensor | np.ndarray | None = None,
-               points: Tensor | np.ndarray | None = None) -> Results:
+               points: Tensor | np.ndarray | None = None, restored: Tensor | np.ndarray | None = None) -> Results:
         """Replace the given fields in place (the others are kept) and return ``self``.
 
         Example:
@@ -141,6 +145,8 @@ class Results(MapsMixin):
             self.depth = check_depth(depth, self.orig_shape)
         if points is not None:
             self.points = check_points(points)
+        if restored is not None:
+            self.restored = restore_io.check_restored(restored, self.orig_shape)
         return self
 
     # ------------------------------------------------------------------ container
@@ -169,6 +175,7 @@ class Results(MapsMixin):
             "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
             "depth": self.depth,
             "points": self.points,
+            "restored": self.restored,
         }
         kwargs.update(fields)
         return Results(**kwargs)
@@ -243,14 +250,9 @@ class Results(MapsMixin):
             >>> r.verbose(), r.new().verbose()
             ('1 circle', 'no detections')
         """
-        if self.depth is not None and self.boxes is None:
-            from .depth_io import depth_verbose
-            return depth_verbose(self)
-        if self.semantic is not None and self.boxes is None:
-            from .semantic_io import semantic_verbose
-            return semantic_verbose(self)
-        if self.points is not None and self.boxes is None:
-            return points_verbose(self)
+        text = kind_verbose(self)  # a depth / restored / semantic / points result
+        if text is not None:
+            return text
         if self.probs is not None and self.boxes is None:
             p = self.probs
             return ", ".join(f"{self.names.get(c, str(c))} {float(p._data[c]):.2f}" for c in p.top5)
@@ -272,15 +274,10 @@ class Results(MapsMixin):
             >>> r.summary(normalize=True)
             [{'name': 'circle', 'class': 0, 'confidence': 0.75, 'box': {'x1': 0.125, 'y1': 0.5, 'x2': 0.375, 'y2': 1.0}}]
         """
+        rows = kind_summary(self, normalize=normalize, decimals=decimals)
+        if rows is not None:
+            return rows
         if self.boxes is None:
-            if self.depth is not None:
-                from .depth_io import depth_summary
-                return depth_summary(self, decimals=decimals)
-            if self.semantic is not None:
-                from .semantic_io import semantic_summary
-                return semantic_summary(self, decimals=decimals)
-            if self.points is not None:
-                return points_summary(self, normalize=normalize, decimals=decimals)
             if self.probs is None:
                 return []
             return [{"name": self.names.get(c, str(c)), "class": c,
@@ -347,7 +344,8 @@ class Results(MapsMixin):
     def __repr__(self) -> str:
         where = repr(self.path) + (f", frame={self.frame}" if self.frame is not None else "")
         speed = ", ".join(f"{k}={v:.1f}ms" for k, v in self.speed.items())
-        what = ("depth map" if self.depth is not None and self.boxes is None else "semantic map" if self.semantic is not None and self.boxes is None else "points"
+        what = ("restored image" if self.restored is not None else "depth map" if self.depth is not None and self.boxes is None
+                else "semantic map" if self.semantic is not None and self.boxes is None else "points"
                 if self.points is not None and self.boxes is None else "top5"
                 if self.boxes is None and self.probs is not None else f"{len(self)} detections")
         return (f"Results(path={where}, orig_shape={self.orig_shape}, {what}: "
@@ -376,14 +374,9 @@ class Results(MapsMixin):
         """
         from .plotting import draw_detections
 
-        if self.boxes is None and self.depth is not None:
-            from .depth_io import plot_depth
-            return plot_depth(self)
-        if self.boxes is None and self.semantic is not None:
-            from .semantic_io import plot_semantic
-            return plot_semantic(self)
-        if self.boxes is None and self.points is not None:
-            return plot_points(self, labels=labels, conf=conf, line_width=line_width)
+        drawn = kind_plot(self, labels=labels, conf=conf, line_width=line_width)
+        if drawn is not None:
+            return drawn
         if self.boxes is None and self.probs is not None:
             from .results_io import plot_probs
 
@@ -430,7 +423,8 @@ class Results(MapsMixin):
         if self.path is not None and _same_file(file, Path(self.path)):
             raise ConfigError(f"save() would overwrite the source image '{self.path}'; pass another file or folder")
         file.parent.mkdir(parents=True, exist_ok=True)
-        bgr = self.plot(labels=labels, conf=conf, line_width=line_width)  # BGR, what imencode expects
+        bgr = restore_io.to_bgr(self) if self.restored is not None else self.plot(labels=labels, conf=conf,
+                                                                                   line_width=line_width)
         write_bgr(file, bgr)
         logger.debug("saved %s", file)
         self.save_path = file

@@ -9,8 +9,10 @@ from .depth_anything.family import DepthAnythingV2
 from .dfine.family import DFINE
 from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
+from .esrgan.family import ESRGAN
 from .fomo.family import FOMO
 from .mobilenetv4.family import MobileNetV4
+from .nafnet.family import NAFNet
 from .picodet.family import PicoDet
 from .resnet.family import ResNet
 from .rtdetr.family import RTDETR
@@ -47,3 +49,5 @@ register_family(SegFormer)
 register_family(DINOv2)
 register_family(DepthAnythingV2)
 register_family(FOMO)
+register_family(NAFNet)
+register_family(ESRGAN)

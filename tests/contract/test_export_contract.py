@@ -23,7 +23,8 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     torch.manual_seed(0)
     model = Model(fam(size=fam.SIZES[0], nc=3))
     s = -(-64 // model.stride) * model.stride  # 64 px, or the next multiple of a stride that does not divide it
-    path = model.export(format="onnx", imgsz=s, file=str(tmp_path / f"{name}.onnx"))
+    restore = model.OUTPUT_KIND == "restore"  # restoration predicts each image at its own size: a dynamic export
+    path = model.export(format="onnx", imgsz=s, file=str(tmp_path / f"{name}.onnx"), **({"dynamic": True} if restore else {}))
     assert portable_op_violations(onnx.load(str(path))) == []
     loaded = LibreYOLO(str(path))
     assert loaded.FAMILY == name and loaded.names == model.names
@@ -46,7 +47,7 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     (pt,) = model.predict(img, imgsz=s, **kw)
     (ox,) = loaded.predict(img, imgsz=s, **kw)
     assert (pt.boxes is None) == (ox.boxes is None) and (pt.probs is None) == (ox.probs is None)
-    assert (pt.semantic is None) == (ox.semantic is None)
+    assert (pt.semantic is None) == (ox.semantic is None) and (pt.restored is None) == (ox.restored is None)
     assert (pt.depth is None) == (ox.depth is None) and (pt.points is None) == (ox.points is None)
     if pt.depth is not None:  # depth: the same map at the image's size
         assert ox.depth.shape == pt.depth.shape == (48, 80)
@@ -54,6 +55,9 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     elif pt.points is not None:  # points: the same centroids (cells are thresholded, so compare at a margin)
         assert ox.orig_shape == pt.orig_shape == (48, 80) and ox.points.shape[1] == 4
         assert ox.points.shape == pt.points.shape and torch.allclose(ox.points, pt.points, atol=1e-2)
+    elif pt.restored is not None:  # restoration: the same image (x scale), within float rounding
+        assert ox.restored.shape == pt.restored.shape == (3, 48 * model.SCALE, 80 * model.SCALE)
+        assert torch.allclose(ox.restored, pt.restored, atol=1e-3)
     elif pt.semantic is not None:  # semantic segmentation: the same class map (ties of near-equal logits aside)
         assert ox.semantic.shape == pt.semantic.shape == (48, 80)
         assert float((ox.semantic == pt.semantic).float().mean()) > 0.999

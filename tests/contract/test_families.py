@@ -14,7 +14,7 @@ from libreyolo.registry import families, parse_weights_name
 
 PKG = Path(__file__).resolve().parents[2] / "libreyolo"
 FAMS = sorted(families().items())
-KNOWN_TASKS = {"detect", "classify", "segment", "pose", "semantic", "depth", "point"}
+KNOWN_TASKS = {"detect", "classify", "segment", "pose", "semantic", "depth", "point", "restore"}
 
 
 @pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
@@ -26,7 +26,7 @@ def test_class_declarations(name: str, fam: type) -> None:
     if not fam.SUPPORTS_TRAIN_CUDA_GRAPH:
         assert fam.TRAIN_CUDA_GRAPH_REASON.strip()
     suffix = {"detect": "", "classify": "-cls", "segment": "-seg", "pose": "-pose", "semantic": "-sem", "depth": "-depth",
-              "point": "-point"}
+              "point": "-point", "restore": "-restore"}
     for size in fam.SIZES:
         assert parse_weights_name(f"Libre{fam.NAME_TOKEN}{size}.pt").family == name
         for task in fam.TASKS:
@@ -45,11 +45,16 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
     if fam.OUTPUT_NAMES:
         assert len(fam.OUTPUT_NAMES) == len(outs)
     dets = model.postprocess(raw, conf=0.0, iou=0.7, classes=None, max_det=10, agnostic=False)
-    assert fam.OUTPUT_KIND in {"boxes", "probs", "semantic", "depth", "points"}
+    assert fam.OUTPUT_KIND in {"boxes", "probs", "semantic", "depth", "points", "restore"}
     if fam.OUTPUT_KIND == "depth":  # per image Tensor[h, w] float32 at the input's stride multiple (no classes)
         s = 64 // fam.STRIDE * fam.STRIDE
         assert outs[0].shape == (1, 1, s, s) and model.nc == 1
         assert len(dets) == 1 and dets[0].shape == (s, s) and dets[0].dtype == torch.float32
+    elif fam.OUTPUT_KIND == "restore":  # per image the restored Tensor[3, s*H, s*W] in [0, 1], no classes
+        s = fam.SCALE
+        assert outs[0].shape == (1, 3, 64 * s, 64 * s) and model.nc == 1
+        assert len(dets) == 1 and dets[0].shape == (3, 64 * s, 64 * s) and 0 <= float(dets[0].min())
+        assert float(dets[0].max()) <= 1
     elif fam.OUTPUT_KIND == "semantic":  # per image logits Tensor[nc, h, w] at a fraction of the input
         assert outs[0].ndim == 4 and outs[0].shape[:2] == (1, 3) and 64 % outs[0].shape[2] == 0
         assert len(dets) == 1 and dets[0].shape == outs[0].shape[1:] and dets[0].dtype == torch.float32

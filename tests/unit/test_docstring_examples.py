@@ -32,7 +32,11 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.depth_anything.nn", "libreyolo.models.depth_anything.convert",
            "libreyolo.ops.points", "libreyolo.tasks.point.metrics", "libreyolo.tasks.point.scoring",
            "libreyolo.engine.points_io", "libreyolo.models._base.point", "libreyolo.models.fomo.nn",
-           "libreyolo.models.fomo.convert")
+           "libreyolo.models.fomo.convert", "libreyolo.tasks.restore", "libreyolo.tasks.restore.metrics",
+           "libreyolo.tasks.restore.scoring", "libreyolo.engine.restore_io", "libreyolo.data.restore",
+           "libreyolo.data.shapes_restore", "libreyolo.models._base.restore", "libreyolo.models.nafnet.nn",
+           "libreyolo.models.nafnet.convert", "libreyolo.models.esrgan.nn", "libreyolo.models.esrgan.convert",
+           "libreyolo.convert.basicsr")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 

@@ -79,3 +79,17 @@ def test_point_families_take_the_detection_batch():
     model = Model(fam(size="035", nc=6))
     loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
     assert fam.OUTPUT_KIND == "points" and torch.isfinite(loss) and items.shape == (1,) and float(items) > 0
+
+
+def test_restore_batch_feeds_the_family_criteria():
+    mod = parity_train
+    for name, scale in (("nafnet", 1), ("esrgan", 4)):
+        b = mod.restore_batch(batch=2, imgsz=16, nc=6, seed=1, device=torch.device("cpu"), scale=scale)
+        assert b["img"].shape == (2, 3, 16, 16) and b["target"].shape == (2, 3, 16 * scale, 16 * scale)
+        assert b["target"].dtype == torch.uint8 and 0 <= float(b["img"].min()) and float(b["img"].max()) <= 1
+        again = mod.restore_batch(batch=2, imgsz=16, nc=6, seed=1, device=torch.device("cpu"), scale=scale)
+        assert torch.equal(b["img"], again["img"]) and torch.equal(b["target"], again["target"])
+        fam = families()[name]
+        model = Model(fam(size=fam.SIZES[0], nc=6))
+        loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
+        assert torch.isfinite(loss) and items.shape == (1,) and float(items) > 0

@@ -1,0 +1,110 @@
+"""``shapes-denoise`` and ``shapes-sr``: the built-in restoration demo sets, degraded shapes scenes.
+
+Each HQ image is a square scene of :func:`libreyolo.data.shapes.render_scene` (``imgsz`` px);
+its LQ image is
+
+- ``kind="denoise"``: the scene plus Gaussian noise of standard deviation ``sigma`` (in 0-255
+  units, default 25), rounded and clipped to uint8;
+- ``kind="sr"``: the scene downscaled x4 with Pillow's antialiased bicubic filter.
+
+A pure function of ``(seed, split, index)``: byte-identical on every run (PNG, lossless).
+Written once under ``$LIBREYOLO_DATASETS_DIR`` (default ``~/.cache/libreyolo/datasets``) as
+``shapes-<kind>-<hash>/{lq,hq}/{train,val}`` plus ``data.yaml`` (``scale`` 1 or 4), through a
+temporary folder renamed when complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from .._cv import cv2
+from .shapes import GENERATOR_VERSION, default_datasets_dir, render_scene
+
+logger = logging.getLogger(__name__)
+
+KINDS = {"denoise": 1, "sr": 4}  # kind -> scale
+
+
+def render_pair(seed: int, split: int, index: int, *, imgsz: int, kind: str,
+                sigma: float = 25.0) -> tuple[np.ndarray, np.ndarray]:
+    """One (LQ, HQ) pair, both ndarray[h, w, 3] uint8 BGR; HQ is ``imgsz`` square, LQ the same
+    size (denoise) or ``imgsz // 4`` (sr).
+
+    Example:
+        >>> lq, hq = render_pair(0, 0, 0, imgsz=64, kind="sr")
+        >>> lq.shape, hq.shape
+        ((16, 16, 3), (64, 64, 3))
+    """
+    from PIL import Image
+
+    rng = np.random.default_rng([seed, split, index, GENERATOR_VERSION, 31])
+    hq, _ = render_scene(rng, height=imgsz, width=imgsz)
+    if kind == "denoise":
+        noisy = hq.astype(np.float64) + rng.normal(0.0, sigma, hq.shape)
+        return np.clip(np.rint(noisy), 0, 255).astype(np.uint8), hq
+    small = Image.fromarray(np.ascontiguousarray(hq[:, :, ::-1])).resize((imgsz // 4, imgsz // 4),
+                                                                        Image.Resampling.BICUBIC)
+    return np.ascontiguousarray(np.asarray(small)[:, :, ::-1]), hq
+
+
+def ensure_shapes_restore_dataset(root: Path | None = None, *, kind: str = "denoise", n_train: int = 200,
+                                  n_val: int = 20, imgsz: int | None = None, sigma: float = 25.0,
+                                  seed: int = 0) -> Path:
+    """Return the ``data.yaml`` of the dataset (``.../shapes-<kind>-<hash>/``), generating it first
+    if needed. ``imgsz`` (HQ side) defaults to 64 for denoise and 128 for sr.
+
+    Example:
+        >>> import tempfile; p = ensure_shapes_restore_dataset(Path(tempfile.mkdtemp()), n_train=2, n_val=1, imgsz=32)
+        >>> p.name, sorted(f.name for f in (p.parent / "hq" / "train").iterdir())
+        ('data.yaml', ['train_000000.png', 'train_000001.png'])
+    """
+    from ..errors import ConfigError, DatasetError
+
+    if kind not in KINDS:
+        raise ConfigError(f"ensure_shapes_restore_dataset: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    imgsz = imgsz if imgsz is not None else (64 if kind == "denoise" else 128)
+    for key, v, lo in (("n_train", n_train, 1), ("n_val", n_val, 1), ("imgsz", imgsz, 32)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ConfigError(f"ensure_shapes_restore_dataset: {key} must be an int >= {lo}, got {v!r}")
+    if kind == "sr" and imgsz % 4:
+        raise ConfigError(f"ensure_shapes_restore_dataset: imgsz must be a multiple of 4 for kind='sr', got {imgsz}")
+    root = Path(root) if root is not None else default_datasets_dir()
+    tag = f"{kind}-v{GENERATOR_VERSION}-{n_train}-{n_val}-{imgsz}-{seed}" + (f"-{sigma:g}" if kind == "denoise" else "")
+    final = root / f"shapes-{kind}-{hashlib.sha256(tag.encode()).hexdigest()[:12]}"
+    yaml_path = final / "data.yaml"
+    if yaml_path.is_file():
+        return yaml_path
+    tmp = root / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    logger.info("generating the shapes-%s dataset (%d train + %d val pairs, %d px) in %s", kind, n_train, n_val,
+                imgsz, final)
+    try:
+        for split, (name, n) in enumerate((("train", n_train), ("val", n_val))):
+            for side in ("lq", "hq"):
+                (tmp / side / name).mkdir(parents=True)
+            for i in range(n):
+                lq, hq = render_pair(seed, split, i, imgsz=imgsz, kind=kind, sigma=sigma)
+                stem = f"{name}_{i:06d}.png"
+                if not (cv2.imwrite(str(tmp / "lq" / name / stem), lq) and cv2.imwrite(str(tmp / "hq" / name / stem), hq)):
+                    raise OSError(f"could not write {stem} under {tmp}")
+        (tmp / "data.yaml").write_text(
+            f"# libreyolo built-in 'shapes-{kind}' dataset (generator v{GENERATOR_VERSION}, seed {seed})\n"
+            f"path: {final.resolve()}\ntrain: lq/train\nval: lq/val\nscale: {KINDS[kind]}\n")
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not yaml_path.is_file():
+                raise
+    except OSError as e:
+        raise DatasetError(f"cannot write the shapes-{kind} dataset to {final} ({e}); set LIBREYOLO_DATASETS_DIR "
+                           "to a writable folder") from e
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return yaml_path

@@ -1,0 +1,88 @@
+"""What a ``Results`` without boxes shows, per kind of map: depth, restored image, semantic map or points.
+
+:class:`~libreyolo.engine.results.Results` asks these functions first in ``verbose``, ``summary``
+and ``plot``; each returns ``None`` when the result is a detection or classification one, which
+the class then handles itself. The kinds are tried in one order (depth, restored, semantic,
+points), so a result carrying several maps is described by the first. A new task with a map of
+its own adds a line to each function (and its ``*_io`` module).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import numpy as np
+
+    from .results import Results
+
+ORDER = ("depth", "restored", "semantic", "points")
+
+
+def map_kind(r: Results) -> str | None:
+    """The first map field set on a box-less result, or ``None``.
+
+    Example:
+        >>> import numpy as np, torch
+        >>> from libreyolo.engine.results import Results
+        >>> r = Results(orig_img=np.zeros((4, 6, 3), np.uint8), names={0: "a"}, semantic=torch.zeros(4, 6, dtype=torch.long))
+        >>> map_kind(r), map_kind(Results(orig_img=np.zeros((4, 6, 3), np.uint8), names={0: "a"}))
+        ('semantic', None)
+    """
+    if r.boxes is not None:
+        return None
+    return next((k for k in ORDER if getattr(r, k) is not None), None)
+
+
+def kind_verbose(r: Results) -> str | None:
+    """``Results.verbose`` for a map result (``None`` otherwise)."""
+    kind = map_kind(r)
+    if kind == "depth":
+        from .depth_io import depth_verbose
+        return depth_verbose(r)
+    if kind == "restored":
+        from .restore_io import restore_verbose
+        return restore_verbose(r)
+    if kind == "semantic":
+        from .semantic_io import semantic_verbose
+        return semantic_verbose(r)
+    if kind == "points":
+        from .points_io import points_verbose
+        return points_verbose(r)
+    return None
+
+
+def kind_summary(r: Results, *, normalize: bool, decimals: int) -> list[dict[str, Any]] | None:
+    """``Results.summary`` for a map result (``None`` otherwise)."""
+    kind = map_kind(r)
+    if kind == "depth":
+        from .depth_io import depth_summary
+        return depth_summary(r, decimals=decimals)
+    if kind == "restored":
+        from .restore_io import restore_summary
+        return restore_summary(r, decimals=decimals)
+    if kind == "semantic":
+        from .semantic_io import semantic_summary
+        return semantic_summary(r, decimals=decimals)
+    if kind == "points":
+        from .points_io import points_summary
+        return points_summary(r, normalize=normalize, decimals=decimals)
+    return None
+
+
+def kind_plot(r: Results, *, labels: bool, conf: bool, line_width: int | None) -> np.ndarray | None:
+    """``Results.plot`` for a map result (``None`` otherwise)."""
+    kind = map_kind(r)
+    if kind == "depth":
+        from .depth_io import plot_depth
+        return plot_depth(r)
+    if kind == "restored":
+        from .restore_io import plot_restored
+        return plot_restored(r)
+    if kind == "semantic":
+        from .semantic_io import plot_semantic
+        return plot_semantic(r)
+    if kind == "points":
+        from .points_io import plot_points
+        return plot_points(r, labels=labels, conf=conf, line_width=line_width)
+    return None
