@@ -9,7 +9,9 @@ Colours: ``orig_img`` is BGR (OpenCV order) and so is what :meth:`Results.plot` 
 
 Task-specific fields are optional keyword arguments of :class:`Results` that default to
 ``None`` (``boxes``; ``probs``, a :class:`Probs` of Tensor[nc] class probabilities, for classification;
-``semantic``, Tensor[H, W] int64 class ids, for semantic segmentation); a new task adds its own
+``semantic``, Tensor[H, W] int64 class ids, for semantic segmentation; ``masks``, a
+:class:`~libreyolo.engine.masks.Masks` of Tensor[N, H, W] bool, beside ``boxes`` for instance
+segmentation); a new task adds its own
 the same way, and the methods skip the fields a result does not have.
 
 Example:
@@ -36,7 +38,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from .boxes import Boxes, Probs
-from .results_io import next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
+from .results_io import _plural, _same_file, next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,8 @@ class Results:
         probs (Tensor[nc], float32, CPU): class probabilities for classification, else ``None``.
         semantic (Tensor[H, W], int64, CPU): a class id per original-image pixel for semantic
             segmentation, else ``None`` (:mod:`libreyolo.engine.semantic_io`: overlay, summary, PNG).
+        masks (Tensor[N, H, W] bool, CPU): one mask per box for instance segmentation, else
+            ``None`` (:mod:`libreyolo.engine.masks`: polygons, overlay, ``segments`` in summary).
         speed: milliseconds per image for ``preprocess``, ``inference``, ``postprocess``.
         frame: 0-based frame index for video frames, else ``None``.
 
@@ -81,6 +85,7 @@ class Results:
         boxes: Tensor | np.ndarray | Boxes | None = None,
         probs: Tensor | np.ndarray | Probs | None = None,
         semantic: Tensor | np.ndarray | None = None,
+        masks: Any = None,
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -97,12 +102,13 @@ class Results:
         self.boxes: Boxes | None = None
         self.probs: Probs | None = None
         self.semantic: Tensor | np.ndarray | None = None
-        self.update(boxes=boxes, probs=probs, semantic=semantic)
+        self.masks: Any = None  # a libreyolo.engine.masks.Masks
+        self.update(boxes=boxes, probs=probs, semantic=semantic, masks=masks)
         self.save_path: Path | None = None  # the file the last save() wrote
 
     def update(self, *, boxes: Tensor | np.ndarray | Boxes | None = None,
                probs: Tensor | np.ndarray | Probs | None = None,
-               semantic: Tensor | np.ndarray | None = None) -> Results:
+               semantic: Tensor | np.ndarray | None = None, masks: Any = None) -> Results:
         """Replace the given fields in place (the others are kept) and return ``self``.
 
         Example:
@@ -124,6 +130,10 @@ class Results:
             from .semantic_io import check_semantic
 
             self.semantic = check_semantic(semantic, self.orig_shape)
+        if masks is not None:
+            from .masks import Masks
+
+            self.masks = masks if isinstance(masks, Masks) else Masks(masks, self.orig_shape)
         return self
 
     # ------------------------------------------------------------------ container
@@ -140,12 +150,13 @@ class Results:
         """
         if self.boxes is None:
             raise IndexError("this result has no detections to index")
-        return self._with(boxes=self.boxes[idx])
+        return self._with(boxes=self.boxes[idx], masks=self.masks[idx] if self.masks is not None else None)
 
     def _with(self, **fields: Any) -> Results:
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
             "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
+            "masks": self.masks,
         }
         kwargs.update(fields)
         return Results(**kwargs)
@@ -194,6 +205,7 @@ class Results:
             'cpu'
         """
         return self._with(boxes=self.boxes.to(device) if self.boxes is not None else None,
+                          masks=self.masks.to(device) if self.masks is not None else None,
                           probs=self.probs.to(device) if self.probs is not None else None,
                           semantic=torch.as_tensor(self.semantic).to(device) if self.semantic is not None else None)
 
@@ -271,7 +283,9 @@ class Results:
             if ids is not None:
                 row["track_id"] = int(ids[i])
             out.append(row)
-        return out
+        from .masks import add_segments
+
+        return add_segments(self, out, normalize=normalize, decimals=decimals)
 
     def to_df(self, *, normalize: bool = False, decimals: int = 5) -> Any:
         """:meth:`summary` as a ``pandas.DataFrame``, one row per detection (box columns flattened:
@@ -354,9 +368,11 @@ class Results:
             return plot_probs(self, conf=conf)
         if self.boxes is None or len(self.boxes) == 0:
             return self.orig_img.copy()
+        from .masks import overlay_masks
+
         d = self.boxes._data.detach().cpu().float().numpy()
         ids = self.boxes._id.detach().cpu().numpy() if self.boxes._id is not None else None
-        return draw_detections(self.orig_img, xyxy=d[:, :4], cls=d[:, 5], conf=d[:, 4] if conf else None,
+        return draw_detections(overlay_masks(self, self.orig_img), xyxy=d[:, :4], cls=d[:, 5], conf=d[:, 4] if conf else None,
                                names=self.names, labels=labels, line_width=line_width, order_by=d[:, 4],
                                ids=ids)
 
@@ -474,18 +490,3 @@ class Results:
         while (folder / f"image{i}.jpg").exists():
             i += 1
         return folder / f"image{i}.jpg"
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and a.samefile(b)
-    except OSError:
-        return False
-
-
-def _plural(word: str) -> str:
-    if word.endswith(("s", "x", "z", "ch", "sh")):
-        return word + "es"
-    if len(word) > 1 and word.endswith("y") and word[-2] not in "aeiou":
-        return word[:-1] + "ies"
-    return word + "s"

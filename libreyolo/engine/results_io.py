@@ -232,3 +232,20 @@ def write_bgr(file: Path, bgr: np.ndarray) -> None:
         Image.fromarray(np.ascontiguousarray(bgr[:, :, ::-1])).save(file, quality=95)
     except (OSError, ValueError, KeyError) as e:
         raise ConfigError(f"cannot write '{file}': {e}") from e
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` both exist and are the same file."""
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
+def _plural(word: str) -> str:
+    """The English plural of a class name (``box`` -> ``boxes``, ``berry`` -> ``berries``)."""
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    if len(word) > 1 and word.endswith("y") and word[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"

@@ -21,6 +21,7 @@ from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
 from .yolo9_e2e.family import YOLO9E2E
 from .yolo9_p2.family import YOLO9P2
+from .yolo9_seg.family import YOLO9Seg
 from .yolox.family import YOLOX
 
 register_family(YOLO9)
@@ -43,3 +44,4 @@ register_family(DeiT)
 register_family(Swin)
 register_family(SegFormer)
 register_family(DINOv2)
+register_family(YOLO9Seg)

@@ -4,7 +4,7 @@ A :class:`~libreyolo.tasks.base.Task` supplies what differs between, say, detect
 classification, so that the shared code (the predictor, the validator, the trainer's data
 set-up) asks the task instead of branching on it: how a batch of images becomes the network
 input, how raw outputs become the per-image values of :class:`~libreyolo.engine.results.Results`
-(``boxes``, ``probs`` or ``semantic``), how a dataset is read, and how a split is scored.
+(``boxes``, ``probs``, ``semantic``, or ``boxes`` with ``masks``), how a dataset is read, and how a split is scored.
 
 A family names its tasks (``Family.TASKS``); a model's ``task`` picks the object here.
 
@@ -22,15 +22,16 @@ from ..errors import ConfigError
 from .base import Task
 from .classify import ClassifyTask
 from .detect import DetectTask
+from .segment import SegmentTask
 from .semantic import SemanticTask
 
 __all__ = ["Task", "get_task", "task_of", "TASKS"]
 
-TASKS: dict[str, Task] = {t.name: t for t in (DetectTask(), ClassifyTask(), SemanticTask())}
+TASKS: dict[str, Task] = {t.name: t for t in (DetectTask(), ClassifyTask(), SemanticTask(), SegmentTask())}
 
 
 def get_task(name: str) -> Task:
-    """The task object named ``name`` (``"detect"``, ``"classify"``, ``"semantic"``)."""
+    """The task object named ``name`` (``"detect"``, ``"classify"``, ``"semantic"``, ``"segment"``)."""
     try:
         return TASKS[name]
     except KeyError:
