@@ -11,9 +11,11 @@ image without instances.
 An item: ``img`` Tensor[3, S, S] uint8 RGB (letterboxed; training: randomly scaled, placed,
 cropped, flipped, colour-jittered), ``cls`` Tensor[n] int64, ``bboxes`` Tensor[n, 4] float32
 (cx, cy, w, h normalised to S), ``masks`` Tensor[n, S / 4, S / 4] uint8 (0/1), plus ``ori_shape``,
-``ratio_pad``, ``im_file``. The polygons go through the same geometry as the pixels and are
-rasterised on the S x S canvas; each box is the tight box of its rasterised mask, so boxes and
-masks agree after every transform, and an instance cut away entirely is dropped. The mask is the
+``ratio_pad``, ``im_file``. A vertex ``(x, y)`` times the image size is a pixel centre (the
+convention of OpenCV's contours and fills: ``shapes-seg`` traces its polygons that way). The
+polygons go through the same scaling and placement as the pixels and are rasterised on the S x S
+canvas; flips then move the rasters with the pixels; each box is the tight box of its rasterised
+mask, so boxes and masks agree after every transform, and an instance cut away entirely is dropped. The mask is the
 full-resolution raster averaged over 4 x 4 cells and thresholded at one half. Mosaic and affine
 augmentation are not applied to this task (flips, scale, crop and colour are).
 """
@@ -104,7 +106,12 @@ def masks_and_boxes(polygons: list[np.ndarray], cls: list[int], size: int) -> tu
     """Rasterise on the ``size`` canvas: (masks ndarray[n, size / 4, size / 4] uint8, boxes
     ndarray[n, 4] float32 x1, y1, x2, y2 pixels tight around each full-resolution raster, classes
     ndarray[n] int64); instances without a pixel on the canvas are left out."""
-    full = rasterise(polygons, size)
+    return from_rasters(rasterise(polygons, size), cls)
+
+
+def from_rasters(full: np.ndarray, cls: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`masks_and_boxes` from full-resolution rasters (ndarray[n, S, S] uint8 0/1)."""
+    size = int(full.shape[1]) if full.ndim == 3 else 0
     keep = full.reshape(len(full), -1).any(1) if len(full) else np.zeros(0, bool)
     full = full[keep]
     boxes = np.zeros((len(full), 4), np.float32)
@@ -163,7 +170,7 @@ class SegmentDataset(Dataset):
         img = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         h, w = img.shape[:2]
         labels = parse_polygon_file(label_path(f), nc=self.nc)
-        polys = [p * (w, h) for _, p in labels]
+        polys = [p * (w, h) + 0.5 for _, p in labels]  # pixel edges: vertex x = pixel centre x + 0.5
         cls = [c for c, _ in labels]
         s = self.imgsz
         rng = np.random.default_rng([int(self._state[1]), int(self._state[0]), i]) if self.augment else None
@@ -178,16 +185,16 @@ class SegmentDataset(Dataset):
         canvas = np.full((s, s, 3), 114, np.uint8)
         x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, s), min(oy + nh, s)
         canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
-        polys = [p * (nw / w, nh / h) + (ox, oy) for p in polys]
-        if rng is not None:
+        full = rasterise([p * (nw / w, nh / h) + (ox - 0.5, oy - 0.5) for p in polys], s)
+        if rng is not None:  # flips move the rasters with the pixels
             from .augment import hsv_jitter
 
             canvas = hsv_jitter(canvas, rng, h=self.hsv[0], s=self.hsv[1], v=self.hsv[2])
             if rng.random() < self.flips[0]:
-                canvas, polys = canvas[:, ::-1], [np.stack((s - p[:, 0], p[:, 1]), 1) for p in polys]
+                canvas, full = canvas[:, ::-1], full[:, :, ::-1]
             if rng.random() < self.flips[1]:
-                canvas, polys = canvas[::-1], [np.stack((p[:, 0], s - p[:, 1]), 1) for p in polys]
-        masks, boxes, classes = masks_and_boxes(polys, cls, s)
+                canvas, full = canvas[::-1], full[:, ::-1]
+        masks, boxes, classes = from_rasters(np.ascontiguousarray(full), cls)
         xywh = np.concatenate(((boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2]), 1) / s
         return {"img": torch.from_numpy(np.ascontiguousarray(canvas)).permute(2, 0, 1).contiguous(),
                 "cls": torch.from_numpy(classes), "bboxes": torch.from_numpy(xywh.astype(np.float32)),

@@ -44,6 +44,9 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     (ox,) = loaded.predict(img, imgsz=s)
     assert (pt.boxes is None) == (ox.boxes is None) and (pt.probs is None) == (ox.probs is None)
     assert (pt.semantic is None) == (ox.semantic is None)
+    assert (getattr(pt, "masks", None) is None) == (getattr(ox, "masks", None) is None)
+    if getattr(pt, "masks", None) is not None:  # instance segmentation: one mask per box at the image size
+        assert ox.masks.shape == (len(ox.boxes), 48, 80) and pt.masks.shape == (len(pt.boxes), 48, 80)
     if pt.semantic is not None:  # semantic segmentation: the same class map (ties of near-equal logits aside)
         assert ox.semantic.shape == pt.semantic.shape == (48, 80)
         assert float((ox.semantic == pt.semantic).float().mean()) > 0.999

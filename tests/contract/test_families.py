@@ -44,7 +44,7 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
     if fam.OUTPUT_NAMES:
         assert len(fam.OUTPUT_NAMES) == len(outs)
     dets = model.postprocess(raw, conf=0.0, iou=0.7, classes=None, max_det=10, agnostic=False)
-    assert fam.OUTPUT_KIND in {"boxes", "probs", "semantic"}
+    assert fam.OUTPUT_KIND in {"boxes", "probs", "semantic", "masks"}
     if fam.OUTPUT_KIND == "semantic":  # per image logits Tensor[nc, h, w] at a fraction of the input
         assert outs[0].ndim == 4 and outs[0].shape[:2] == (1, 3) and 64 % outs[0].shape[2] == 0
         assert len(dets) == 1 and dets[0].shape == outs[0].shape[1:] and dets[0].dtype == torch.float32
@@ -52,6 +52,10 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
         assert outs[0].shape == (1, 3)
         assert len(dets) == 1 and dets[0].shape == (3,)
         assert torch.allclose(dets[0].sum(), torch.tensor(1.0), atol=1e-5) and (dets[0] >= 0).all()
+    elif fam.OUTPUT_KIND == "masks":  # instance segmentation: boxes + mask coefficients, prototypes last
+        nm = outs[-1].shape[1]
+        assert outs[-1].ndim == 4 and tuple(outs[-1].shape[2:]) == (16, 16)
+        assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 + nm and dets[0].shape[0] <= 10
     else:
         assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 and dets[0].shape[0] <= 10
 

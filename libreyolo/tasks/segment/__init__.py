@@ -54,9 +54,10 @@ class SegmentTask(Task):
         dets = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes, max_det=opts.max_det,
                                 agnostic=opts.agnostic_nms)
         proto = raw[-1]
+        assemble = _masks_fn(twin)
         out = []
         for b, (det, p, it) in enumerate(zip(dets, params, items, strict=True)):
-            probs = twin.masks(proto[b], det, input_hw=tuple(p.out_shape))
+            probs = assemble(proto[b], det, input_hw=tuple(p.out_shape))
             masks = to_original(probs, input_hw=tuple(p.out_shape), ratio=p.ratio, pad=p.pad, orig_hw=it.shape)
             boxes = det[:, :6].float().cpu()
             boxes[:, :4] = scale_boxes(boxes[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.shape)
@@ -98,9 +99,17 @@ class SegmentTask(Task):
         dets = model.postprocess(raw, conf=conf, iou=iou, classes=None, max_det=max_det, agnostic=False)
         proto = raw[-1]
         hw = (int(proto.shape[2]) * 4, int(proto.shape[3]) * 4)
-        return [(d[:, :6], model.masks(proto[b], d, input_hw=hw) > 0.5) for b, d in enumerate(dets)]
+        assemble = _masks_fn(model)
+        return [(d[:, :6], assemble(proto[b], d, input_hw=hw) > 0.5) for b, d in enumerate(dets)]
 
     def scorer(self, names: dict[int, str]) -> Any:
         from .scoring import SegmentScorer
 
         return SegmentScorer(names)
+
+
+def _masks_fn(model: Any) -> Any:
+    """The family's mask assembly (``masks(proto, det, input_hw=)``) of a model, its prepared twin
+    or an exported backend (which keeps the family beside the runtime)."""
+    fn = getattr(model, "masks", None)
+    return fn if fn is not None else model.family.masks
