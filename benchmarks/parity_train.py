@@ -13,7 +13,8 @@ in a numerics class:
 
 Detection families get a synthetic detection batch; classification families (capability
 ``OUTPUT_KIND == "probs"``) a batch of images and one class id per image; semantic families
-(``OUTPUT_KIND == "semantic"``) a batch of images and a mask of class ids per pixel. Each step starts from
+(``OUTPUT_KIND == "semantic"``) a batch of images and a mask of class ids per pixel; instance-segmentation
+families (``OUTPUT_KIND == "masks"``) the detection batch plus one mask per box. Each step starts from
 the same RNG seed, so dropout / stochastic-depth masks are drawn alike in the two eager runs.
 
 Usage (GPU): python3 benchmarks/parity_train.py --out $OUT [--sizes t,s] [--commit SHA]
@@ -72,6 +73,18 @@ def semantic_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.
             mask[i, y0:y0 + imgsz // 3, x0:x0 + imgsz // 3] = int(torch.randint(1, nc, (1,), generator=g))
     mask[:, : max(1, imgsz // 32)] = -1
     return {"img": imgs.to(device), "mask": mask.to(device)}
+
+
+def segment_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.device) -> dict[str, Any]:
+    """An instance-segmentation batch: :func:`synthetic_batch` plus ``masks`` (Tensor[N, S/4, S/4]
+    uint8), one per box: the ellipse inscribed in the box, at a quarter of the image size."""
+    out = synthetic_batch(batch=batch, imgsz=imgsz, nc=nc, seed=seed, device=torch.device("cpu"))
+    s4 = imgsz // 4
+    yy, xx = torch.meshgrid(torch.arange(s4) + 0.5, torch.arange(s4) + 0.5, indexing="ij")
+    c, wh = out["bboxes"][:, None, None, :2] * s4, out["bboxes"][:, None, None, 2:] * s4 / 2
+    inside = ((xx - c[..., 0]) / wh[..., 0]) ** 2 + ((yy - c[..., 1]) / wh[..., 1]) ** 2 <= 1.0
+    out["masks"] = inside.to(torch.uint8)
+    return {k: v.to(device) for k, v in out.items()}
 
 
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -146,7 +159,7 @@ def run_row(fam: type, size: str, amp: torch.dtype | None, *, batch: int, imgsz:
     torch.manual_seed(0)
     model = fam(size=size, nc=6)
     base = model.net.to(device).train()
-    make = {"probs": classify_batch, "semantic": semantic_batch}.get(getattr(fam, "OUTPUT_KIND", "boxes"),
+    make = {"probs": classify_batch, "semantic": semantic_batch, "masks": segment_batch}.get(getattr(fam, "OUTPUT_KIND", "boxes"),
                                                                     synthetic_batch)
     data = make(batch=batch, imgsz=imgsz, nc=6, seed=1, device=device)
     nets = [copy.deepcopy(base) for _ in range(3)]
