@@ -218,7 +218,14 @@ def collate_segment(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 def load_segment_data(data: str | Path) -> Any:
     """The dataset description (a :class:`~libreyolo.data.config.DataConfig`) of a segmentation
-    dataset yaml, or of ``"shapes-seg"`` (generated on first use)."""
+    dataset yaml, or of ``"shapes-seg"`` (generated on first use).
+
+    Example:
+        >>> import tempfile; from libreyolo.data.shapes_seg import ensure_shapes_seg_dataset
+        >>> cfg = load_segment_data(ensure_shapes_seg_dataset(Path(tempfile.mkdtemp()), n_train=2, n_val=1, imgsz=64))
+        >>> cfg.nc, len(cfg.train), len(cfg.val)
+        (6, 2, 1)
+    """
     from .config import load_data_config
 
     if isinstance(data, str) and data in BUILTIN_SEG:

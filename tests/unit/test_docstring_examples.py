@@ -26,7 +26,10 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.bench.run", "libreyolo.tasks.semantic.scoring", "libreyolo.tasks.semantic.metrics",
            "libreyolo.tasks.semantic.maps", "libreyolo.engine.semantic_io", "libreyolo.data.semantic",
            "libreyolo.data.shapes_sem", "libreyolo.models._base.semantic", "libreyolo.models.segformer.nn",
-           "libreyolo.models.segformer.convert")
+           "libreyolo.models.segformer.convert", "libreyolo.data.segment", "libreyolo.data.shapes_seg",
+           "libreyolo.engine.masks", "libreyolo.tasks.segment.masks", "libreyolo.tasks.segment.scoring",
+           "libreyolo.models.yolo9_seg.nn", "libreyolo.models.yolo9_seg.postprocess",
+           "libreyolo.models.yolo9_seg.loss")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
@@ -50,6 +53,9 @@ REQUIRED = (
     "libreyolo.tasks.semantic.scoring.SemMetrics", "libreyolo.tasks.semantic.metrics.scores",
     "libreyolo.tasks.semantic.metrics.confusion", "libreyolo.tasks.semantic.maps.to_original",
     "libreyolo.data.semantic.load_semantic_data", "libreyolo.data.shapes_sem.ensure_shapes_sem_dataset",
+    "libreyolo.data.segment.parse_polygon_file", "libreyolo.data.segment.load_segment_data",
+    "libreyolo.data.shapes_seg.ensure_shapes_seg_dataset", "libreyolo.engine.masks.Masks",
+    "libreyolo.tasks.segment.masks.to_original", "libreyolo.tasks.segment.scoring.mask_map",
     "libreyolo.training.config.TrainConfig",
     "libreyolo.registry.families", "libreyolo.registry.get_family", "libreyolo.registry.parse_weights_name",
     "libreyolo.bench.run.run_benchmark",

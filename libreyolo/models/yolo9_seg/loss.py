@@ -51,8 +51,14 @@ class YOLO9SegLoss(YOLO9Loss):
     applied, detached).
 
     Example:
-        >>> crit = model.build_criterion()  # doctest: +SKIP
-        >>> loss, items = crit(model.net(imgs), batch)  # doctest: +SKIP
+        >>> from libreyolo.models.yolo9_seg.nn import build_yolo9_seg
+        >>> net = build_yolo9_seg(size="t", nc=2).train()
+        >>> masks = torch.zeros(1, 16, 16, dtype=torch.uint8); masks[0, 4:12, 4:12] = 1
+        >>> batch = {"batch_idx": torch.tensor([0]), "cls": torch.tensor([1]),
+        ...          "bboxes": torch.tensor([[0.5, 0.5, 0.5, 0.5]]), "masks": masks}
+        >>> loss, items = YOLO9SegLoss(net)(net(torch.rand(1, 3, 64, 64)), batch)
+        >>> bool(torch.isfinite(loss)), items.shape
+        (True, torch.Size([4]))
     """
 
     def __init__(self, net: Any, *, seg: float | None = None, **kw: Any) -> None:

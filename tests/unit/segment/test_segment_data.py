@@ -10,8 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from libreyolo.data.segment import (MASK_RATIO, SegmentDataset, collate_segment, masks_and_boxes,
-                                    parse_polygon_file, rasterise)
+from libreyolo.data.segment import (
+    MASK_RATIO,
+    SegmentDataset,
+    collate_segment,
+    masks_and_boxes,
+    parse_polygon_file,
+    rasterise,
+)
 from libreyolo.data.shapes import GENERATOR_VERSION, render_scene
 from libreyolo.data.shapes_seg import ensure_shapes_seg_dataset, render_instances
 from libreyolo.errors import DatasetError
