@@ -34,10 +34,11 @@ _SEMANTIC_COLUMNS = ("name", "class", "pixels", "fraction")
 
 def _flat_rows(summary: list[dict[str, Any]], kind: str | None = None) -> tuple[list[str], list[dict[str, Any]]]:
     """Flatten ``box`` into x1..y2 and pick the column order: ``kind`` is "detect", "track" or
-    "probs" (``None``: guessed from the first row, "detect" when there is none)."""
+    "probs" (``None``: guessed from the first row, "detect" when there is none). Mask polygons
+    (``segments``) stay out of the table (``to_json`` has them)."""
     rows = []
     for row in summary:
-        flat = {k: v for k, v in row.items() if k != "box"}
+        flat = {k: v for k, v in row.items() if k not in ("box", "segments")}
         flat.update(row.get("box", {}))
         rows.append(flat)
     if kind is None:

@@ -48,6 +48,7 @@ def test_to_json_round_trip_gives_back_boxes_and_masks() -> None:
         poly = np.stack([row["segments"]["x"], row["segments"]["y"]], 1)
         back = torch.from_numpy(rasterise([poly], max(h, w))[0][:h, :w].astype(bool))
         assert int((back ^ m).sum()) == 0  # the traced outline fills back to the same pixels
+    assert r.to_csv().splitlines()[0] == "name,class,confidence,x1,y1,x2,y2"  # polygons only in to_json
     norm = json.loads(r.to_json(normalize=True))
     assert max(norm[0]["segments"]["x"]) <= 1.0 and abs(norm[0]["segments"]["x"][0] * w - rows[0]["segments"]["x"][0]) < 1e-3
 
