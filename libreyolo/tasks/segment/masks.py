@@ -6,6 +6,8 @@ import torch  # noqa: F401 - the docstring example uses it
 import torch.nn.functional as F
 from torch import Tensor
 
+CHUNK = 16  # masks upsampled together
+
 
 def to_original(probs: Tensor, *, input_hw: tuple[int, int], ratio: float, pad: tuple[float, float],
                 orig_hw: tuple[int, int], threshold: float = 0.5) -> Tensor:
@@ -22,6 +24,9 @@ def to_original(probs: Tensor, *, input_hw: tuple[int, int], ratio: float, pad: 
     h0, w0 = (int(v) for v in orig_hw)
     if probs.shape[0] == 0:
         return torch.zeros((0, h0, w0), dtype=torch.bool, device=probs.device)
+    if probs.shape[0] > CHUNK:  # bounded float memory at the original size: a few masks at a time
+        return torch.cat([to_original(c, input_hw=input_hw, ratio=ratio, pad=pad, orig_hw=orig_hw, threshold=threshold)
+                          for c in probs.split(CHUNK)])
     x = probs.float()[None]
     if tuple(x.shape[2:]) != tuple(input_hw):
         x = F.interpolate(x, size=tuple(input_hw), mode="bilinear", align_corners=False)

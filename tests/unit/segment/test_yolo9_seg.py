@@ -133,3 +133,14 @@ def test_postprocess_keeps_coefficients_and_masks_stay_inside_boxes() -> None:
             assert xs.min() >= box[0].floor() - 1 and xs.max() <= box[2].ceil() and ys.max() <= box[3].ceil()
     none = fam.postprocess(raw, conf=0.0, iou=0.7, classes=[], max_det=7, agnostic=False)
     assert none[0].shape == (0, 6 + NM)
+
+
+def test_masks_to_the_original_image_in_chunks_equal_one_at_a_time() -> None:
+    from libreyolo.tasks.segment.masks import CHUNK, to_original
+
+    torch.manual_seed(0)
+    probs = torch.rand(CHUNK * 2 + 3, 16, 16)
+    kw = {"input_hw": (64, 64), "ratio": 0.5, "pad": (0.0, 8.0), "orig_hw": (96, 128)}
+    together = to_original(probs, **kw)
+    assert together.shape == (len(probs), 96, 128) and together.dtype == torch.bool
+    assert torch.equal(together, torch.cat([to_original(p[None], **kw) for p in probs]))
