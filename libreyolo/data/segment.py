@@ -16,8 +16,9 @@ convention of OpenCV's contours and fills: ``shapes-seg`` traces its polygons th
 polygons go through the same scaling and placement as the pixels and are rasterised on the S x S
 canvas; flips then move the rasters with the pixels; each box is the tight box of its rasterised
 mask, so boxes and masks agree after every transform, and an instance cut away entirely is dropped. The mask is the
-full-resolution raster averaged over 4 x 4 cells and thresholded at one half. Mosaic and affine
-augmentation are not applied to this task (flips, scale, crop and colour are).
+full-resolution raster averaged over 4 x 4 cells and thresholded at one half. Training may also
+build 2 x 2 mosaics (``mosaic``, switched off by the trainer for the last ``close_mosaic`` epochs);
+mixup and the random affine (rotation, shear, perspective) are not applied to this task.
 """
 
 from __future__ import annotations
@@ -133,17 +134,22 @@ class SegmentDataset(Dataset):
         augment: the training transform (True) or the letterbox (False).
         scale: range of the random scale factor; fliplr, flipud: flip probabilities; hsv_h, hsv_s,
             hsv_v: colour jitter gains (training).
+        mosaic: probability that a training item is a 2 x 2 mosaic of four images (this one and
+            three random others around a random centre on a 2S canvas, halved to S), until
+            :meth:`close_mosaic`.
     """
 
     def __init__(self, files: list[Path], *, imgsz: int, nc: int, augment: bool = False,
                  scale: tuple[float, float] = (0.5, 1.5), fliplr: float = 0.5, flipud: float = 0.0,
-                 hsv_h: float = 0.015, hsv_s: float = 0.7, hsv_v: float = 0.4, prefix: str = "") -> None:
+                 hsv_h: float = 0.015, hsv_s: float = 0.7, hsv_v: float = 0.4, mosaic: float = 0.0,
+                 prefix: str = "") -> None:
         if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < 8 or imgsz % MASK_RATIO:
             raise ConfigError(f"imgsz must be an int >= 8 and a multiple of {MASK_RATIO}, got {imgsz!r}")
         self.files = [Path(f) for f in files]
         self.imgsz, self.nc, self.augment, self.prefix = imgsz, int(nc), augment, prefix
-        self.scale, self.flips, self.hsv = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v)
-        self._state = torch.zeros(2, dtype=torch.int64).share_memory_()  # epoch, seed (reach workers)
+        self.scale, self.flips, self.hsv, self.mosaic = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v), float(mosaic)
+        # epoch, seed, mosaic on (shared memory: reaches the loader's workers)
+        self._state = torch.tensor([0, 0, int(augment and self.mosaic > 0)], dtype=torch.int64).share_memory_()
 
     # the trainer's dataset interface (shared with the other tasks' datasets)
     def set_epoch(self, epoch: int) -> None:
@@ -154,15 +160,17 @@ class SegmentDataset(Dataset):
 
     @property
     def mosaic_enabled(self) -> bool:
-        return False
+        return bool(self._state[2])
 
     def close_mosaic(self) -> None:
-        """No mosaic for instance segmentation (module docstring)."""
+        """Stop building mosaics (the trainer calls it for the last ``close_mosaic`` epochs)."""
+        self._state[2] = 0
 
     def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
+    def _load(self, i: int) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
+        """(RGB image, polygons in pixel-edge coordinates (vertex = pixel centre + 0.5), classes)."""
         f = self.files[i]
         bgr = cv2.imread(str(f), cv2.IMREAD_COLOR)
         if bgr is None:
@@ -170,9 +178,44 @@ class SegmentDataset(Dataset):
         img = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         h, w = img.shape[:2]
         labels = parse_polygon_file(label_path(f), nc=self.nc)
-        polys = [p * (w, h) + 0.5 for _, p in labels]  # pixel edges: vertex x = pixel centre x + 0.5
-        cls = [c for c, _ in labels]
+        return img, [p * (w, h) + 0.5 for _, p in labels], [c for c, _ in labels]
+
+    @staticmethod
+    def _paste(canvas: np.ndarray, img: np.ndarray, polys: list[np.ndarray], r: float, ox: int,
+               oy: int) -> list[np.ndarray]:
+        """Resize ``img`` by ``r``, paste it with its top-left corner at (ox, oy) (clipped to the
+        canvas); the polygons, moved the same way."""
+        h, w = img.shape[:2]
+        nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
+        resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nh, nw) != (h, w) else img
+        H, W = canvas.shape[:2]
+        x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, W), min(oy + nh, H)
+        if x1 > x0 and y1 > y0:
+            canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
+        return [p * (nw / w, nh / h) + (ox, oy) for p in polys]
+
+    def _mosaic(self, i: int, rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
         s = self.imgsz
+        big = np.full((2 * s, 2 * s, 3), 114, np.uint8)
+        xc, yc = (int(v) for v in rng.integers(s // 2, 3 * s // 2 + 1, 2))
+        picks = [i, *(int(v) for v in rng.integers(0, len(self.files), 3))]
+        polys: list[np.ndarray] = []
+        cls: list[int] = []
+        for k, j in enumerate(picks):
+            img, p, c = self._load(j)
+            h, w = img.shape[:2]
+            r = s / max(h, w) * rng.uniform(*self.scale)
+            nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
+            ox, oy = (xc - nw if k in (0, 2) else xc), (yc - nh if k in (0, 1) else yc)
+            polys += self._paste(big, img, p, r, ox, oy)
+            cls += c
+        canvas = cv2.resize(big, (s, s), interpolation=cv2.INTER_AREA)
+        return canvas, [p * 0.5 for p in polys], cls
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        s = self.imgsz
+        img, polys, cls = self._load(i)
+        h, w = img.shape[:2]
         rng = np.random.default_rng([int(self._state[1]), int(self._state[0]), i]) if self.augment else None
         r = s / max(h, w) * (rng.uniform(*self.scale) if rng is not None else 1.0)
         nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
@@ -181,11 +224,12 @@ class SegmentDataset(Dataset):
         else:  # random placement on (or crop of) the S x S canvas
             ox = int(rng.integers(min(0, s - nw), max(0, s - nw) + 1))
             oy = int(rng.integers(min(0, s - nh), max(0, s - nh) + 1))
-        resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nh, nw) != (h, w) else img
-        canvas = np.full((s, s, 3), 114, np.uint8)
-        x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, s), min(oy + nh, s)
-        canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
-        full = rasterise([p * (nw / w, nh / h) + (ox - 0.5, oy - 0.5) for p in polys], s)
+        if rng is not None and self.mosaic_enabled and rng.random() < self.mosaic:
+            canvas, polys, cls = self._mosaic(i, rng)
+        else:
+            canvas = np.full((s, s, 3), 114, np.uint8)
+            polys = self._paste(canvas, img, polys, r, ox, oy)
+        full = rasterise([p - 0.5 for p in polys], s)
         if rng is not None:  # flips move the rasters with the pixels
             from .augment import hsv_jitter
 
@@ -199,7 +243,7 @@ class SegmentDataset(Dataset):
         return {"img": torch.from_numpy(np.ascontiguousarray(canvas)).permute(2, 0, 1).contiguous(),
                 "cls": torch.from_numpy(classes), "bboxes": torch.from_numpy(xywh.astype(np.float32)),
                 "masks": torch.from_numpy(masks), "ori_shape": (h, w), "ratio_pad": ((nw / w, nh / h), (ox, oy)),
-                "im_file": str(f)}
+                "im_file": str(self.files[i])}
 
 
 def collate_segment(items: list[dict[str, Any]]) -> dict[str, Any]:

@@ -73,13 +73,15 @@ class SegmentTask(Task):
     def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool = False,
                 train_cfg: Any = None) -> Any:
         """A :class:`~libreyolo.data.segment.SegmentDataset`; the training split takes the trainer's
-        flip and colour augmentation (no mosaic / affine for this task)."""
+        mosaic, scale (``1 +- scale``), flip and colour augmentation (no mixup / affine for this task)."""
         from ...data.segment import SegmentDataset
 
         options: dict[str, Any] = {}
         if augment and train_cfg is not None:
-            options = {k: getattr(train_cfg, k) for k in ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v")
+            options = {k: getattr(train_cfg, k) for k in ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mosaic")
                        if hasattr(train_cfg, k)}
+            if hasattr(train_cfg, "scale"):
+                options["scale"] = (max(0.1, 1.0 - float(train_cfg.scale)), 1.0 + float(train_cfg.scale))
         return SegmentDataset(files, imgsz=imgsz, nc=config.nc, augment=augment, prefix=f"{split}: ", **options)
 
     def check_train_options(self, cfg: Any) -> None:

@@ -148,3 +148,20 @@ def test_shapes_seg_is_byte_identical_across_runs(tmp_path: Path) -> None:
     assert len(files) == 8
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
     assert any((a / f).read_text().strip() for f in files if f.suffix == ".txt")
+
+
+def test_mosaic_items_keep_masks_and_boxes_consistent_until_closed(tmp_path: Path) -> None:
+    files = _write_set(tmp_path)
+    ds = SegmentDataset(files, imgsz=64, nc=6, augment=True, mosaic=1.0)
+    assert ds.mosaic_enabled
+    counts = []
+    for i in range(len(ds)):
+        it = ds[i]
+        assert it["img"].shape == (3, 64, 64) and len(it["cls"]) == len(it["masks"])
+        _check_consistent(it, 64)
+        counts.append(len(it["cls"]))
+    single = SegmentDataset(files, imgsz=64, nc=6, augment=True)
+    assert sum(counts) > sum(len(single[i]["cls"]) for i in range(len(single)))  # four images' instances
+    ds.close_mosaic()
+    assert not ds.mosaic_enabled
+    assert torch.equal(ds[0]["img"], single[0]["img"])  # the same draws as a dataset without mosaic
