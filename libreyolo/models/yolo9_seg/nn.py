@@ -57,12 +57,12 @@ class Proto(nn.Module):
     def __init__(self, c_in: int, npr: int, nm: int = NM) -> None:
         super().__init__()
         self.cv1 = ConvBNAct(c_in, npr, 3)
-        self.up = nn.ConvTranspose2d(npr, npr, 2, 2, 0, bias=True)
+        self.upsample = nn.ConvTranspose2d(npr, npr, 2, 2, 0, bias=True)
         self.cv2 = ConvBNAct(npr, npr, 3)
         self.cv3 = ConvBNAct(npr, nm, 1)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.cv3(self.cv2(self.up(self.cv1(x))))
+        return self.cv3(self.cv2(self.upsample(self.cv1(x))))
 
 
 class SegmentHead(DetectHead):
