@@ -75,7 +75,11 @@ class SegmentTask(Task):
         """A :class:`~libreyolo.data.segment.SegmentDataset`; the training split takes the trainer's
         mosaic, scale (``1 +- scale``), flip and colour augmentation (no mixup / affine for this task)."""
         from ...data.segment import SegmentDataset
+        from ...errors import DatasetError
 
+        if getattr(config, "coco", {}).get(split) is not None:
+            raise DatasetError(f"{split}: COCO JSON labels are not read for segmentation yet; write Ultralytics "
+                               "polygon label files (labels/<split>/<image>.txt, 'cls x1 y1 x2 y2 ...')")
         options: dict[str, Any] = {}
         if augment and train_cfg is not None:
             options = {k: getattr(train_cfg, k) for k in ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mosaic")

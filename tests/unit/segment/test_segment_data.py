@@ -165,3 +165,12 @@ def test_mosaic_items_keep_masks_and_boxes_consistent_until_closed(tmp_path: Pat
     ds.close_mosaic()
     assert not ds.mosaic_enabled
     assert torch.equal(ds[0]["img"], single[0]["img"])  # the same draws as a dataset without mosaic
+
+
+def test_a_coco_json_split_is_refused_not_read_as_empty() -> None:
+    from types import SimpleNamespace
+
+    from libreyolo.tasks.segment import SegmentTask
+
+    with pytest.raises(DatasetError, match="COCO JSON labels are not read for segmentation"):
+        SegmentTask().dataset(SimpleNamespace(coco={"val": object()}, nc=2), [], split="val", imgsz=64)
