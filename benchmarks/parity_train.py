@@ -16,7 +16,8 @@ Detection families get a synthetic detection batch; classification families (cap
 (``OUTPUT_KIND == "semantic"``) a batch of images and a mask of class ids per pixel; depth families
 (``OUTPUT_KIND == "depth"``) a batch of images and a depth map; point families (``OUTPUT_KIND ==
 "points"``) the detection batch (their loss reduces each box to its centroid cell). restoration families (``OUTPUT_KIND == "restore"``) LQ images and HQ
-targets (x ``SCALE``). Each step starts from
+targets (x ``SCALE``). instance-segmentation families (``OUTPUT_KIND == "masks"``) the detection batch plus one mask per
+box. Each step starts from
 the same RNG seed, so dropout / stochastic-depth masks are drawn alike in the two eager runs.
 
 Usage (GPU): python3 benchmarks/parity_train.py --out $OUT [--sizes t,s] [--commit SHA]
@@ -105,6 +106,18 @@ def restore_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.d
     return {"img": lq.to(device), "target": hq.mul(255).round().to(torch.uint8).to(device)}
 
 
+def segment_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.device) -> dict[str, Any]:
+    """An instance-segmentation batch: :func:`synthetic_batch` plus ``masks`` (Tensor[N, S/4, S/4]
+    uint8), one per box: the ellipse inscribed in the box, at a quarter of the image size."""
+    out = synthetic_batch(batch=batch, imgsz=imgsz, nc=nc, seed=seed, device=torch.device("cpu"))
+    s4 = imgsz // 4
+    yy, xx = torch.meshgrid(torch.arange(s4) + 0.5, torch.arange(s4) + 0.5, indexing="ij")
+    c, wh = out["bboxes"][:, None, None, :2] * s4, out["bboxes"][:, None, None, 2:] * s4 / 2
+    inside = ((xx - c[..., 0]) / wh[..., 0]) ** 2 + ((yy - c[..., 1]) / wh[..., 1]) ** 2 <= 1.0
+    out["masks"] = inside.to(torch.uint8)
+    return {k: v.to(device) for k, v in out.items()}
+
+
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> int:
     """Largest distance in units in the last place between two float32 tensors."""
     def ordered(t: torch.Tensor) -> torch.Tensor:
@@ -177,7 +190,7 @@ def run_row(fam: type, size: str, amp: torch.dtype | None, *, batch: int, imgsz:
     torch.manual_seed(0)
     model = fam(size=size, nc=6)
     base = model.net.to(device).train()
-    make = {"probs": classify_batch, "semantic": semantic_batch, "depth": depth_batch,
+    make = {"probs": classify_batch, "semantic": semantic_batch, "depth": depth_batch, "masks": segment_batch,
             "restore": functools.partial(restore_batch, scale=int(getattr(fam, "SCALE", 1)))}.get(
         getattr(fam, "OUTPUT_KIND", "boxes"), synthetic_batch)
     data = make(batch=batch, imgsz=imgsz, nc=6, seed=1, device=device)

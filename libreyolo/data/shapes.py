@@ -152,7 +152,8 @@ def _overlap(box: np.ndarray, boxes: list[np.ndarray]) -> float:
 
 def render_scene(rng: np.random.Generator, *, height: int, width: int,
                  classes: list[int] | None = None,
-                 semantic_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 semantic_out: np.ndarray | None = None,
+                 instance_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Draw one scene.
 
     Returns ``(image, labels)``: image (ndarray[h, w, 3], uint8, BGR); labels (ndarray[n, 5],
@@ -160,7 +161,8 @@ def render_scene(rng: np.random.Generator, *, height: int, width: int,
     drawn mask. ``classes`` forces the classes to draw (else 1-8 random ones). ``semantic_out``
     (ndarray[h, w] uint8, optional) receives ``cls + 1`` on every pixel a shape is painted on
     (a later shape over an earlier one, as in the image); the random draws are the same with or
-    without it.
+    without it. ``instance_out`` (ndarray[h, w] uint8, optional) likewise receives ``1 + the row of
+    the shape in labels``.
 
     Example:
         >>> img, lab = render_scene(np.random.default_rng(0), height=64, width=96)
@@ -200,6 +202,8 @@ def render_scene(rng: np.random.Generator, *, height: int, width: int,
             patch[m > 0] = np.clip(shade, 0, 255).astype(np.uint8)[0, 0]
             if semantic_out is not None:
                 semantic_out[py0:py1, px0:px1][m > 0] = cls + 1
+            if instance_out is not None:
+                instance_out[py0:py1, px0:px1][m > 0] = len(labels) + 1
             labels.append(np.concatenate([[cls], box]))
             break
     out = np.stack(labels) if labels else np.zeros((0, 5), np.float64)

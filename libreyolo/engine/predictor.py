@@ -248,9 +248,11 @@ def _predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Resul
 
 
 def _emit(model: Any, items: list[Any], clock: CallClock, saver: _Saver, **field: list[Tensor]) -> Iterator[Results]:
-    """Build one batch's Results (``boxes=`` or ``probs=``), stamp the batch's speed, save, yield."""
+    """Build one batch's Results (``boxes=`` or ``probs=``; a task whose per-image value is a dict
+    fills several fields, e.g. ``boxes`` and ``masks``), stamp the batch's speed, save, yield."""
     ((name, values),) = field.items()
-    out = [Results(orig_img=it.orig, path=it.path, names=model.names, frame=it.frame, **{name: v})
+    out = [Results(orig_img=it.orig, path=it.path, names=model.names, frame=it.frame,
+                   **(v if isinstance(v, dict) else {name: v}))
            for it, v in zip(items, values, strict=True)]
     speed = clock.speed(len(items))
     for r in out:

@@ -11,7 +11,9 @@ Task-specific fields are optional keyword arguments of :class:`Results` that def
 ``None`` (``boxes``; ``probs``, a :class:`Probs` of Tensor[nc] class probabilities, for classification;
 ``semantic``, Tensor[H, W] int64 class ids, for semantic segmentation; ``depth``, Tensor[H, W]
 float32, for depth; ``points``, Tensor[n, 4] float32 ``x, y, conf, cls`` object centroids, for the
-point task; ``restored``, the restored image Tensor[3, H', W'], for restoration); a new task adds its own
+point task; ``restored``, the restored image Tensor[3, H', W'], for restoration; ``masks``, a
+:class:`~libreyolo.engine.masks.Masks` of Tensor[N, H, W] bool, beside ``boxes`` for instance
+segmentation); a new task adds its own
 the same way, and the methods skip the fields a result does not have.
 
 Example:
@@ -39,9 +41,8 @@ from torch import Tensor
 from ..errors import ConfigError
 from . import restore_io
 from .boxes import Boxes, Probs
-from .points_io import check_points
 from .results_io import _plural, _same_file, next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
-from .results_kinds import kind_plot, kind_summary, kind_verbose
+from .results_kinds import check_maps, kind_plot, kind_summary, kind_verbose
 from .results_maps import MapsMixin
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ class Results(MapsMixin):
             segmentation, else ``None`` (:mod:`libreyolo.engine.semantic_io`: overlay, summary, PNG).
         depth (Tensor[H, W], float32, CPU): depth per original-image pixel (:mod:`.depth_io`), else ``None``.
         points (Tensor[n, 4], float32, CPU): centroids x, y, conf, cls (:mod:`.points_io`), else ``None``.
+        masks (Tensor[N, H, W] bool, CPU): one mask per box for instance segmentation, else
+            ``None`` (:mod:`libreyolo.engine.masks`: polygons, overlay, ``segments`` in summary).
         speed: milliseconds per image for ``preprocess``, ``inference``, ``postprocess``.
         frame: 0-based frame index for video frames, else ``None``.
 
@@ -92,6 +95,7 @@ class Results(MapsMixin):
         depth: Tensor | np.ndarray | None = None,
         points: Tensor | np.ndarray | None = None,
         restored: Tensor | np.ndarray | None = None,  # restoration: :mod:`.restore_io`
+        masks: Any = None,
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -111,14 +115,17 @@ class Results(MapsMixin):
         self.depth: Tensor | np.ndarray | None = None
         self.points: Tensor | None = None
         self.restored: Tensor | None = None
-        self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth, points=points, restored=restored)
+        self.masks: Any = None  # a libreyolo.engine.masks.Masks
+        self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth, points=points, restored=restored,
+                    masks=masks)
         self.save_path: Path | None = None  # the file the last save() wrote
         self.depth_path: Path | None = None  # the file the last save_depth() wrote
 
     def update(self, *, boxes: Tensor | np.ndarray | Boxes | None = None,
                probs: Tensor | np.ndarray | Probs | None = None,
                semantic: Tensor | np.ndarray | None = None, depth: Tensor | np.ndarray | None = None,
-               points: Tensor | np.ndarray | None = None, restored: Tensor | np.ndarray | None = None) -> Results:
+               points: Tensor | np.ndarray | None = None, restored: Tensor | np.ndarray | None = None,
+               masks: Any = None) -> Results:
         """Replace the given fields in place (the others are kept) and return ``self``.
 
         Example:
@@ -136,17 +143,10 @@ class Results(MapsMixin):
                 self.boxes = Boxes(boxes, self.orig_shape)
         if probs is not None:
             self.probs = probs if isinstance(probs, Probs) else Probs(probs)
-        if semantic is not None:
-            from .semantic_io import check_semantic
-
-            self.semantic = check_semantic(semantic, self.orig_shape)
-        if depth is not None:
-            from .depth_io import check_depth
-            self.depth = check_depth(depth, self.orig_shape)
-        if points is not None:
-            self.points = check_points(points)
-        if restored is not None:
-            self.restored = restore_io.check_restored(restored, self.orig_shape)
+        checked = check_maps(self.orig_shape, semantic=semantic, depth=depth, points=points, restored=restored,
+                             masks=masks)
+        for name, value in checked.items():  # the map fields given, validated (results_kinds.check_maps)
+            setattr(self, name, value)
         return self
 
     # ------------------------------------------------------------------ container
@@ -167,15 +167,13 @@ class Results(MapsMixin):
             return self._with(points=self.points[idx].reshape(-1, 4))
         if self.boxes is None:
             raise IndexError("this result has no detections to index")
-        return self._with(boxes=self.boxes[idx])
+        return self._with(boxes=self.boxes[idx], masks=self.masks[idx] if self.masks is not None else None)
 
     def _with(self, **fields: Any) -> Results:
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
             "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
-            "depth": self.depth,
-            "points": self.points,
-            "restored": self.restored,
+            "depth": self.depth, "points": self.points, "restored": self.restored, "masks": self.masks,
         }
         kwargs.update(fields)
         return Results(**kwargs)
@@ -224,6 +222,7 @@ class Results(MapsMixin):
             'cpu'
         """
         return self._with(boxes=self.boxes.to(device) if self.boxes is not None else None,
+                          masks=self.masks.to(device) if self.masks is not None else None,
                           probs=self.probs.to(device) if self.probs is not None else None,
                           **self._maps(lambda t: torch.as_tensor(t).to(device)))
 
@@ -299,7 +298,9 @@ class Results(MapsMixin):
             if ids is not None:
                 row["track_id"] = int(ids[i])
             out.append(row)
-        return out
+        from .masks import add_segments
+
+        return add_segments(self, out, normalize=normalize, decimals=decimals)
 
     def to_df(self, *, normalize: bool = False, decimals: int = 5) -> Any:
         """:meth:`summary` as a ``pandas.DataFrame``, one row per detection (box columns flattened:
@@ -383,9 +384,11 @@ class Results(MapsMixin):
             return plot_probs(self, conf=conf)
         if self.boxes is None or len(self.boxes) == 0:
             return self.orig_img.copy()
+        from .masks import overlay_masks
+
         d = self.boxes._data.detach().cpu().float().numpy()
         ids = self.boxes._id.detach().cpu().numpy() if self.boxes._id is not None else None
-        return draw_detections(self.orig_img, xyxy=d[:, :4], cls=d[:, 5], conf=d[:, 4] if conf else None,
+        return draw_detections(overlay_masks(self, self.orig_img), xyxy=d[:, :4], cls=d[:, 5], conf=d[:, 4] if conf else None,
                                names=self.names, labels=labels, line_width=line_width, order_by=d[:, 4],
                                ids=ids)
 
@@ -490,4 +493,3 @@ class Results(MapsMixin):
         while (folder / f"image{i}.jpg").exists():
             i += 1
         return folder / f"image{i}.jpg"
-

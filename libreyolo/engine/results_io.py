@@ -34,10 +34,11 @@ _SEMANTIC_COLUMNS = ("name", "class", "pixels", "fraction")
 
 def _flat_rows(summary: list[dict[str, Any]], kind: str | None = None) -> tuple[list[str], list[dict[str, Any]]]:
     """Flatten ``box`` into x1..y2 and pick the column order: ``kind`` is "detect", "track" or
-    "probs" (``None``: guessed from the first row, "detect" when there is none)."""
+    "probs" (``None``: guessed from the first row, "detect" when there is none). Mask polygons
+    (``segments``) stay out of the table (``to_json`` has them)."""
     rows = []
     for row in summary:
-        flat = {k: v for k, v in row.items() if k not in ("box", "point")}
+        flat = {k: v for k, v in row.items() if k not in ("box", "point", "segments")}
         flat.update(row.get("box", {}))
         flat.update(row.get("point", {}))
         rows.append(flat)
@@ -245,6 +246,7 @@ def write_bgr(file: Path, bgr: np.ndarray) -> None:
 
 
 def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` both exist and are the same file."""
     try:
         return a.exists() and b.exists() and a.samefile(b)
     except OSError:
@@ -252,6 +254,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _plural(word: str) -> str:
+    """The English plural of a class name (``box`` -> ``boxes``, ``berry`` -> ``berries``)."""
     if word.endswith(("s", "x", "z", "ch", "sh")):
         return word + "es"
     if len(word) > 1 and word.endswith("y") and word[-2] not in "aeiou":

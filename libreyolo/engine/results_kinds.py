@@ -19,6 +19,41 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 ORDER = ("depth", "restored", "semantic", "points")
 
 
+def check_maps(orig_shape: tuple[int, int], **fields: Any) -> dict[str, Any]:
+    """The map fields given (not ``None``) of a result for an image of ``orig_shape``, validated and
+    converted by their kind's ``*_io`` module: ``semantic``, ``depth``, ``points``, ``restored``,
+    ``masks``. Raises the kind's one-line error for a bad value.
+
+    Example:
+        >>> import torch
+        >>> out = check_maps((4, 6), semantic=torch.zeros(4, 6, dtype=torch.long), depth=None)
+        >>> list(out), tuple(out["semantic"].shape)
+        (['semantic'], (4, 6))
+    """
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if name == "semantic":
+            from .semantic_io import check_semantic
+            out[name] = check_semantic(value, orig_shape)
+        elif name == "depth":
+            from .depth_io import check_depth
+            out[name] = check_depth(value, orig_shape)
+        elif name == "points":
+            from .points_io import check_points
+            out[name] = check_points(value)
+        elif name == "restored":
+            from .restore_io import check_restored
+            out[name] = check_restored(value, orig_shape)
+        elif name == "masks":
+            from .masks import Masks
+            out[name] = value if isinstance(value, Masks) else Masks(value, orig_shape)
+        else:
+            raise TypeError(f"unknown result field {name!r}")
+    return out
+
+
 def map_kind(r: Results) -> str | None:
     """The first map field set on a box-less result, or ``None``.
 

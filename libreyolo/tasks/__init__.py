@@ -4,7 +4,8 @@ A :class:`~libreyolo.tasks.base.Task` supplies what differs between, say, detect
 classification, so that the shared code (the predictor, the validator, the trainer's data
 set-up) asks the task instead of branching on it: how a batch of images becomes the network
 input, how raw outputs become the per-image values of :class:`~libreyolo.engine.results.Results`
-(``boxes``, ``probs``, ``semantic``, ``depth``, ``points`` or ``restored``), how a dataset is read, and how a split is scored.
+(``boxes``, ``probs``, ``semantic``, ``depth``, ``points``, ``restored``, or ``boxes`` with ``masks``), how a
+dataset is read, and how a split is scored.
 
 A family names its tasks (``Family.TASKS``); a model's ``task`` picks the object here.
 
@@ -25,17 +26,18 @@ from .depth import DepthTask
 from .detect import DetectTask
 from .point import PointTask
 from .restore import RestoreTask
+from .segment import SegmentTask
 from .semantic import SemanticTask
 
 __all__ = ["Task", "get_task", "task_of", "TASKS"]
 
-TASKS: dict[str, Task] = {t.name: t for t in (DetectTask(), ClassifyTask(), SemanticTask(), DepthTask(), PointTask(),
-                                                RestoreTask())}
+TASKS: dict[str, Task] = {t.name: t for t in (DetectTask(), ClassifyTask(), SemanticTask(), SegmentTask(), DepthTask(),
+                                                PointTask(), RestoreTask())}
 
 
 def get_task(name: str) -> Task:
-    """The task object named ``name`` (``"detect"``, ``"classify"``, ``"semantic"``, ``"depth"``, ``"point"``,
-    ``"restore"``)."""
+    """The task object named ``name`` (``"detect"``, ``"classify"``, ``"semantic"``, ``"segment"``, ``"depth"``,
+    ``"point"``, ``"restore"``)."""
     try:
         return TASKS[name]
     except KeyError:

@@ -49,6 +49,9 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     assert (pt.boxes is None) == (ox.boxes is None) and (pt.probs is None) == (ox.probs is None)
     assert (pt.semantic is None) == (ox.semantic is None) and (pt.restored is None) == (ox.restored is None)
     assert (pt.depth is None) == (ox.depth is None) and (pt.points is None) == (ox.points is None)
+    assert (getattr(pt, "masks", None) is None) == (getattr(ox, "masks", None) is None)
+    if getattr(pt, "masks", None) is not None:  # instance segmentation: one mask per box at the image size
+        assert ox.masks.shape == (len(ox.boxes), 48, 80) and pt.masks.shape == (len(pt.boxes), 48, 80)
     if pt.depth is not None:  # depth: the same map at the image's size
         assert ox.depth.shape == pt.depth.shape == (48, 80)
         assert torch.allclose(ox.depth, pt.depth, rtol=1e-3, atol=1e-3)

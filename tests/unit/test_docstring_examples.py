@@ -26,7 +26,7 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.bench.run", "libreyolo.tasks.semantic.scoring", "libreyolo.tasks.semantic.metrics",
            "libreyolo.tasks.semantic.maps", "libreyolo.engine.semantic_io", "libreyolo.data.semantic",
            "libreyolo.data.shapes_sem", "libreyolo.models._base.semantic", "libreyolo.models.segformer.nn",
-           "libreyolo.models.segformer.convert", "libreyolo.engine.results_maps", "libreyolo.engine.depth_io",
+           "libreyolo.models.segformer.convert", "libreyolo.engine.results_maps", "libreyolo.engine.results_kinds", "libreyolo.engine.depth_io",
            "libreyolo.tasks.depth.maps", "libreyolo.tasks.depth.metrics", "libreyolo.tasks.depth.scoring",
            "libreyolo.data.depth", "libreyolo.data.shapes_depth", "libreyolo.models._base.depth",
            "libreyolo.models.depth_anything.nn", "libreyolo.models.depth_anything.convert",
@@ -36,7 +36,11 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.tasks.restore.scoring", "libreyolo.engine.restore_io", "libreyolo.data.restore",
            "libreyolo.data.shapes_restore", "libreyolo.models._base.restore", "libreyolo.models.nafnet.nn",
            "libreyolo.models.nafnet.convert", "libreyolo.models.esrgan.nn", "libreyolo.models.esrgan.convert",
-           "libreyolo.convert.basicsr")
+           "libreyolo.convert.basicsr",
+           "libreyolo.data.segment", "libreyolo.data.shapes_seg",
+           "libreyolo.engine.masks", "libreyolo.tasks.segment.masks", "libreyolo.tasks.segment.scoring",
+           "libreyolo.models.yolo9_seg.nn", "libreyolo.models.yolo9_seg.postprocess",
+           "libreyolo.models.yolo9_seg.loss", "libreyolo.models.yolo9_seg.convert")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
@@ -65,6 +69,9 @@ REQUIRED = (
     "libreyolo.data.depth.load_depth_data", "libreyolo.data.shapes_depth.ensure_shapes_depth_dataset",
     "libreyolo.tasks.point.scoring.PointMetrics", "libreyolo.tasks.point.metrics.match_points",
     "libreyolo.ops.points.centroid_targets", "libreyolo.ops.points.decode_points", "libreyolo.engine.points_io",
+    "libreyolo.data.segment.parse_polygon_file", "libreyolo.data.segment.load_segment_data",
+    "libreyolo.data.shapes_seg.ensure_shapes_seg_dataset", "libreyolo.engine.masks.Masks",
+    "libreyolo.tasks.segment.masks.to_original", "libreyolo.tasks.segment.scoring.mask_map",
     "libreyolo.training.config.TrainConfig",
     "libreyolo.registry.families", "libreyolo.registry.get_family", "libreyolo.registry.parse_weights_name",
     "libreyolo.bench.run.run_benchmark",

@@ -62,6 +62,12 @@ E2E_LAYOUT = Layout(name="YOLOv9 end-to-end", layers=YOLO9_LAYOUT.layers, head={
     "cv2": "o2m.box", "cv3": "o2m.cls", "one2one_cv2": "o2o.box", "one2one_cv3": "o2o.cls"})
 
 
+#: three levels, Ultralytics' ``Segment`` head: ``Detect``'s branches plus the mask coefficients
+#: (``cv4``) and the prototypes (``proto``)
+SEG_LAYOUT = Layout(name="YOLOv9-seg", layers=YOLO9_LAYOUT.layers, head={
+    **_PLAIN_HEAD, "cv4": "coef", "proto": "proto"})
+
+
 def rename_key(key: str, layout: Layout = YOLO9_LAYOUT) -> str | None:
     """Our name for one reference key, or ``None`` for a key we drop (DFL constant, counters).
 
@@ -183,6 +189,8 @@ def layout_of(sd: Mapping[str, Tensor]) -> Layout | None:
         return P2_LAYOUT
     if _has(sd, "22.one2one_cv3.0.2.weight"):
         return E2E_LAYOUT
+    if _has(sd, "22.proto.cv1.conv.weight"):
+        return SEG_LAYOUT
     if _has(sd, "22.cv3.0.2.weight"):
         return YOLO9_LAYOUT
     return None

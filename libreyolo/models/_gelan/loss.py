@@ -179,6 +179,14 @@ class YOLO9Loss(nn.Module):
         return g
 
     def forward(self, preds: list[Tensor] | tuple[Tensor, ...], batch: dict[str, Any]) -> tuple[Tensor, Tensor]:
+        loss_box, loss_cls, loss_dfl, _ = self.terms(preds, batch)
+        items = torch.stack((loss_box, loss_cls, loss_dfl)) * self._gains(preds[0].device)
+        return items.sum() * preds[0].shape[0], items.detach()
+
+    def terms(self, preds: list[Tensor] | tuple[Tensor, ...],
+              batch: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor, dict[str, Any]]:
+        """The box, class and DFL terms before their gains, and what a subclass's extra term needs
+        (``assignment``, ``gt_bboxes``: the padded ground truth in input pixels; ``img_hw``)."""
         bsz = preds[0].shape[0]
         dev = preds[0].device
         r = self.reg_max
@@ -209,5 +217,4 @@ class YOLO9Loss(nn.Module):
             loss_dfl = (dfl_loss(dist, ltrb) * t.weight).sum() / tss
         else:
             loss_box = loss_dfl = pred_bboxes.sum() * 0.0
-        items = torch.stack((loss_box, loss_cls, loss_dfl)) * self._gains(dev)
-        return items.sum() * bsz, items.detach()
+        return loss_box, loss_cls, loss_dfl, {"assignment": t, "gt_bboxes": gt_bboxes, "img_hw": img_hw}

@@ -93,3 +93,15 @@ def test_restore_batch_feeds_the_family_criteria():
         model = Model(fam(size=fam.SIZES[0], nc=6))
         loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
         assert torch.isfinite(loss) and items.shape == (1,) and float(items) > 0
+
+
+def test_segment_batch_feeds_the_family_criterion():
+    mod = parity_train
+    b = mod.segment_batch(batch=2, imgsz=64, nc=6, seed=1, device=torch.device("cpu"))
+    n = b["cls"].shape[0]
+    assert b["masks"].shape == (n, 16, 16) and b["masks"].dtype == torch.uint8 and b["bboxes"].shape == (n, 4)
+    assert bool((b["masks"].flatten(1).sum(1) > 0).all())
+    assert torch.equal(b["masks"], mod.segment_batch(batch=2, imgsz=64, nc=6, seed=1, device=torch.device("cpu"))["masks"])
+    model = Model(families()["yolo9_seg"](size="t", nc=6))
+    loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
+    assert torch.isfinite(loss) and items.shape == (4,) and float(items[1]) > 0

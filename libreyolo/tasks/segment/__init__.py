@@ -1,0 +1,121 @@
+"""Instance segmentation: boxes (x1, y1, x2, y2, score, class) with one binary mask each, scored
+by box and mask COCO mAP.
+
+Prediction letterboxes exactly as detection does; the network (prototypes included) is the
+capturable part, and everything after it is eager: NMS on the boxes (the family's postprocess
+keeps each detection's mask coefficients), then mask assembly (:mod:`.masks`):
+``sigmoid(coefficients @ prototypes)`` zeroed outside the box, upsampled to the network input,
+padding cut, resized to the original image and thresholded at 0.5. ``Results.boxes`` holds the
+detections in original pixels and ``Results.masks`` (:class:`~libreyolo.engine.masks.Masks`) the
+masks, Tensor[N, H, W] bool at the original image size, with their polygons.
+
+Datasets are YOLO layouts with polygon labels (:mod:`libreyolo.data.segment`); the built-in demo
+is ``data="shapes-seg"``. Validation (:mod:`.scoring`): box mAP in original pixels as for
+detection, mask mAP50-95 / mAP50 through faster-coco-eval's ``segm`` mode at the prototype
+resolution (a quarter of the letterboxed input); fitness is the mean of the box and mask fitness.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from ...errors import ConfigError
+from ...ops.boxes import scale_boxes
+from ..base import Task
+from .masks import to_original
+
+
+class SegmentTask(Task):
+    name: ClassVar[str] = "segment"
+    results_field: ClassVar[str] = "masks"  # outputs() gives {"boxes": ..., "masks": ...} per image
+    project: ClassVar[str] = "runs/segment"
+    val_losses: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        from ...data.segment import collate_segment
+
+        self.collate = collate_segment
+
+    # ------------------------------------------------------------------ prediction
+    def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,
+                   channels_last: bool, rect: bool, stride: int) -> tuple[Tensor, list[Any]]:
+        from ..detect import _pixels
+        from ..detect.preprocess import preprocess
+
+        pixels, in_bgr = _pixels(items, device)
+        return preprocess(pixels, imgsz, device, dtype=dtype, channels_last=channels_last, rect=rect,
+                          stride=stride, bgr=in_bgr)
+
+    def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
+                rerun: Any) -> list[dict[str, Tensor]]:
+        dets = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes, max_det=opts.max_det,
+                                agnostic=opts.agnostic_nms)
+        proto = raw[-1]
+        assemble = _masks_fn(twin)
+        out = []
+        for b, (det, p, it) in enumerate(zip(dets, params, items, strict=True)):
+            probs = assemble(proto[b], det, input_hw=tuple(p.out_shape))
+            masks = to_original(probs, input_hw=tuple(p.out_shape), ratio=p.ratio, pad=p.pad, orig_hw=it.shape)
+            boxes = det[:, :6].float().cpu()
+            boxes[:, :4] = scale_boxes(boxes[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.shape)
+            out.append({"boxes": boxes, "masks": masks.cpu()})
+        return out
+
+    # ------------------------------------------------------------------ data
+    def load_data(self, data: str) -> Any:
+        from ...data.segment import load_segment_data
+
+        return load_segment_data(str(data))
+
+    def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool = False,
+                train_cfg: Any = None) -> Any:
+        """A :class:`~libreyolo.data.segment.SegmentDataset`; the training split takes the trainer's
+        mosaic, scale (``1 +- scale``), flip and colour augmentation (no mixup / affine for this task)."""
+        from ...data.segment import SegmentDataset
+        from ...errors import DatasetError
+
+        if getattr(config, "coco", {}).get(split) is not None:
+            raise DatasetError(f"{split}: COCO JSON labels are not read for segmentation yet; write Ultralytics "
+                               "polygon label files (labels/<split>/<image>.txt, 'cls x1 y1 x2 y2 ...')")
+        options: dict[str, Any] = {}
+        if augment and train_cfg is not None:
+            options = {k: getattr(train_cfg, k) for k in ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mosaic")
+                       if hasattr(train_cfg, k)}
+            if hasattr(train_cfg, "scale"):
+                options["scale"] = (max(0.1, 1.0 - float(train_cfg.scale)), 1.0 + float(train_cfg.scale))
+        return SegmentDataset(files, imgsz=imgsz, nc=config.nc, augment=augment, prefix=f"{split}: ", **options)
+
+    def check_train_options(self, cfg: Any) -> None:
+        if getattr(cfg, "rect", False):
+            raise ConfigError("rect=True is for detection datasets; a segmentation model trains on square items")
+        if cfg.single_cls:
+            raise ConfigError("single_cls=True is not supported for segmentation yet; relabel the dataset instead")
+
+    def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
+        """``project`` defaults to runs/segment."""
+        return {} if "project" in explicit else {"project": self.project}
+
+    # ------------------------------------------------------------------ validation
+    def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> list[tuple[Tensor, Tensor]]:
+        """Per image (detections Tensor[n, 6] in input pixels, masks Tensor[n, h/4, w/4] bool at the
+        prototype resolution)."""
+        dets = model.postprocess(raw, conf=conf, iou=iou, classes=None, max_det=max_det, agnostic=False)
+        proto = raw[-1]
+        hw = (int(proto.shape[2]) * 4, int(proto.shape[3]) * 4)
+        assemble = _masks_fn(model)
+        return [(d[:, :6], assemble(proto[b], d, input_hw=hw) > 0.5) for b, d in enumerate(dets)]
+
+    def scorer(self, names: dict[int, str]) -> Any:
+        from .scoring import SegmentScorer
+
+        return SegmentScorer(names)
+
+
+def _masks_fn(model: Any) -> Any:
+    """The family's mask assembly (``masks(proto, det, input_hw=)``) of a model, its prepared twin
+    or an exported backend (which keeps the family beside the runtime)."""
+    fn = getattr(model, "masks", None)
+    return fn if fn is not None else model.family.masks
