@@ -14,6 +14,7 @@ from .fomo.family import FOMO
 from .mobilenetv4.family import MobileNetV4
 from .nafnet.family import NAFNet
 from .picodet.family import PicoDet
+from .pidnet.family import PIDNet
 from .resnet.family import ResNet
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
@@ -47,6 +48,7 @@ register_family(ViT)
 register_family(DeiT)
 register_family(Swin)
 register_family(SegFormer)
+register_family(PIDNet)
 register_family(DINOv2)
 register_family(DepthAnythingV2)
 register_family(FOMO)
