@@ -187,7 +187,7 @@ class PIDNetNet(nn.Module):
         self.layer3_ = make_layer(BasicBlock, c * 2, c * 2, m)
         self.layer4_ = make_layer(BasicBlock, c * 2, c * 2, m)
         self.layer5_ = make_layer(Bottleneck, c * 2, c * 2, 1)
-        self.layer3_d = nn.Sequential(BasicBlock(c * 2, c, 1, _conv_bn(c * 2, c), last=True))
+        self.layer3_d = BasicBlock(c * 2, c, 1, _conv_bn(c * 2, c), last=True)
         self.layer4_d = make_layer(Bottleneck, c, c, 1)
         self.diff3, self.diff4 = _conv_bn(c * 4, c, 3), _conv_bn(c * 8, c * 2, 3)
         self.spp = PAPPM(c * 16, ppm, c * 4)
