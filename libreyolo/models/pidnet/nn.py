@@ -223,7 +223,8 @@ class PIDNetNet(nn.Module):
 
 def build_pidnet(*, size: str, nc: int) -> PIDNetNet:
     """A PIDNet of ``size`` (s) with ``nc`` classes, randomly initialised (He-normal convolutions by
-    fan-out, BatchNorm 1 / 0, head biases 0).
+    fan-out, BatchNorm 1 / 0; the three heads' last 1x1 convolutions normal with std 0.01 and bias
+    0, so that the first logits are small).
 
     Example:
         >>> net = build_pidnet(size="s", nc=19)
@@ -238,4 +239,6 @@ def build_pidnet(*, size: str, nc: int) -> PIDNetNet:
             nn.init.kaiming_normal_(mod.weight, mode="fan_out", nonlinearity="relu")
             if mod.bias is not None:
                 nn.init.zeros_(mod.bias)
+    for head in (net.seghead_p, net.seghead_d, net.final_layer):
+        nn.init.normal_(head.conv2.weight, std=0.01)
     return net
