@@ -104,7 +104,7 @@ def test_the_loss_falls_over_a_few_steps(data: Path) -> None:
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
-    assert all(b < a for a, b in zip(losses, losses[1:])) and losses[-1] < 0.9 * losses[0], losses
+    assert all(b < a for a, b in zip(losses[:-1], losses[1:], strict=True)) and losses[-1] < 0.9 * losses[0], losses
 
 
 def test_train_one_epoch_then_reload(data: Path, tmp_path: Path) -> None:
