@@ -121,3 +121,29 @@ def test_freezing_the_encoder_leaves_only_the_head_trainable() -> None:
     frozen, total = freeze_modules(net, "body.encoder")
     assert [n for n, p in net.named_parameters() if p.requires_grad] == ["body.head.weight"]
     assert total - frozen == 5 * 768
+
+
+def test_class_text_embeddings_are_the_reference_text_embeds() -> None:
+    tf = pytest.importorskip("transformers")
+    from libreyolo.models._vit.text_embeddings import class_text_embeddings
+
+    torch.manual_seed(0)
+    small = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}
+    cfg = tf.CLIPConfig(text_config={**small, "vocab_size": 50, "max_position_embeddings": 16, "eos_token_id": 2,
+                                     "bos_token_id": 1},
+                        vision_config={**small, "image_size": 32, "patch_size": 16}, projection_dim=16)
+    ref = tf.CLIPModel(cfg).eval()
+    ids = torch.tensor([[1, 5, 7, 2], [1, 9, 2, 0]])
+
+    def tok(texts, **kw):  # stands in for the tokenizer of a checkpoint folder
+        assert texts == ["a photo of a cat.", "a photo of a dog."] and kw["padding"] is True
+        return {"input_ids": ids, "attention_mask": (ids > 0).long()}
+
+    emb, scale, bias = class_text_embeddings(ref, tok, ["cat", "dog"])
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=(ids > 0).long(), pixel_values=torch.rand(1, 3, 32, 32)).text_embeds
+    torch.testing.assert_close(F.normalize(emb, dim=-1), want)
+    assert scale == pytest.approx(float(ref.logit_scale.detach().exp())) and bias == 0.0
+    fam = families()["clip"](size="b16", nc=2)
+    with pytest.raises(ConfigError, match="Tensor\\[nc, 512\\]"):  # a 16-wide toy text tower does not fit b16
+        fam.set_class_embeddings(emb, ["cat", "dog"])
