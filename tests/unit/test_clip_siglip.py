@@ -85,7 +85,7 @@ def test_siglip_logit_scale_and_bias_convert() -> None:
     assert float(sd["body.head.scale"]) == pytest.approx(torch.e ** 2) and float(sd["body.head.bias"]) == -3.0
 
 
-@pytest.mark.parametrize("name", ["clip", "siglip2"])
+@pytest.mark.parametrize("name", ["siglip2"])  # the code is shared; SigLIP's head has a non-zero bias
 def test_zero_shot_head_survives_save_and_load(name: str, tmp_path) -> None:
     from libreyolo import LibreYOLO
     from libreyolo.model import Model
