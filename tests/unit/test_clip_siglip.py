@@ -72,6 +72,18 @@ def test_base_tower_parameter_count_equals_transformers(name: str) -> None:
     ours = sum(p.numel() for p in fam.net.body.encoder.parameters())
     assert ours == sum(p.numel() for p in ref.parameters())
     assert fam.embed_dim == (512 if name == "clip" else 768)
+    # the family converter recognises the base checkpoint and every tensor lands (strict load)
+    import importlib
+    from types import SimpleNamespace
+
+    conv = importlib.import_module(f"libreyolo.models.{name}.convert")
+    sd = ref.state_dict()
+    fw = SimpleNamespace(source="transformers", arch=ref.config.model_type, state_dict=sd)
+    assert conv.match(fw) == ("b16", conv.NO_CLASSES_NC)
+    assert conv.match(SimpleNamespace(source="transformers", arch="dinov2", state_dict=sd)) is None
+    fam.net.load_state_dict(conv.convert_state_dict(sd, fam.net.state_dict(), arch=fw.arch), strict=True)
+    key = "vision_model.post_layernorm.weight" if name == "clip" else "post_layernorm.weight"
+    assert torch.equal(fam.net.body.encoder.norm.weight, sd[key])
 
 
 def test_siglip_logit_scale_and_bias_convert() -> None:
@@ -83,6 +95,10 @@ def test_siglip_logit_scale_and_bias_convert() -> None:
     src["text_model.embeddings.token_embedding.weight"] = torch.zeros(4, 64)  # a full SiglipModel: dropped
     sd = convert_state_dict(src, ours.state_dict(), arch="siglip")
     assert float(sd["body.head.scale"]) == pytest.approx(torch.e ** 2) and float(sd["body.head.bias"]) == -3.0
+    from libreyolo.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match="vision_model.registers"):
+        convert_state_dict({**src, "vision_model.registers": torch.zeros(1)}, ours.state_dict())
 
 
 @pytest.mark.parametrize("name", ["siglip2"])  # the code is shared; SigLIP's head has a non-zero bias
