@@ -107,7 +107,7 @@ def test_zero_shot_head_survives_save_and_load(name: str, tmp_path) -> None:
     from libreyolo.model import Model
 
     torch.manual_seed(0)
-    model = Model(families()[name](size="b16", nc=2))
+    model = Model(families()[name](size="t16", nc=2))
     d = model.embed_dim
     emb = torch.randn(4, d)
     model.set_class_embeddings(emb, ["cat", "dog", "car", "tree"], scale=50.0)
@@ -117,7 +117,7 @@ def test_zero_shot_head_survives_save_and_load(name: str, tmp_path) -> None:
     with torch.no_grad():
         logits = model.net(x)
     torch.testing.assert_close(logits, want, rtol=1e-5, atol=1e-5)
-    path = model.save(tmp_path / f"Libre{model.NAME_TOKEN}b16-cls.pt")
+    path = model.save(tmp_path / f"Libre{model.NAME_TOKEN}t16-cls.pt")
     back = LibreYOLO(path)
     assert back.nc == 4 and back.names[3] == "tree"
     with torch.no_grad():
@@ -125,7 +125,7 @@ def test_zero_shot_head_survives_save_and_load(name: str, tmp_path) -> None:
 
 
 def test_class_embeddings_of_the_wrong_width_are_refused() -> None:
-    fam = families()["clip"](size="b16", nc=2)
+    fam = families()["clip"](size="t16", nc=2)
     with pytest.raises(ConfigError, match=r"Tensor\[nc, 512\]"):
         fam.set_class_embeddings(torch.randn(3, 768))
 
@@ -133,10 +133,10 @@ def test_class_embeddings_of_the_wrong_width_are_refused() -> None:
 def test_freezing_the_encoder_leaves_only_the_head_trainable() -> None:
     from libreyolo.training.optim import freeze_modules
 
-    net = families()["siglip2"](size="b16", nc=5).net
+    net = families()["siglip2"](size="t16", nc=5).net
     frozen, total = freeze_modules(net, "body.encoder")
     assert [n for n, p in net.named_parameters() if p.requires_grad] == ["body.head.weight"]
-    assert total - frozen == 5 * 768
+    assert total - frozen == 5 * 192
 
 
 def test_class_text_embeddings_are_the_reference_text_embeds() -> None:
@@ -160,6 +160,6 @@ def test_class_text_embeddings_are_the_reference_text_embeds() -> None:
         want = ref(input_ids=ids, attention_mask=(ids > 0).long(), pixel_values=torch.rand(1, 3, 32, 32)).text_embeds
     torch.testing.assert_close(F.normalize(emb, dim=-1), want)
     assert scale == pytest.approx(float(ref.logit_scale.detach().exp())) and bias == 0.0
-    fam = families()["clip"](size="b16", nc=2)
+    fam = families()["clip"](size="t16", nc=2)
     with pytest.raises(ConfigError, match="Tensor\\[nc, 512\\]"):  # a 16-wide toy text tower does not fit b16
         fam.set_class_embeddings(emb, ["cat", "dog"])

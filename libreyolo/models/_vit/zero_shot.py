@@ -56,7 +56,7 @@ class ZeroShotFamily(VisionTransformerFamily):
 
         Example:
             >>> from libreyolo.registry import families
-            >>> fam = families()["clip"](size="b16", nc=2)
+            >>> fam = families()["clip"](size="t16", nc=2)
             >>> tuple(fam.embed(torch.rand(1, 3, 32, 32)).shape)
             (1, 512)
         """
@@ -73,7 +73,7 @@ class ZeroShotFamily(VisionTransformerFamily):
 
         Example:
             >>> from libreyolo.registry import families
-            >>> fam = families()["clip"](size="b16", nc=2)
+            >>> fam = families()["clip"](size="t16", nc=2)
             >>> fam.set_class_embeddings(torch.randn(3, 512), ["cat", "dog", "car"])
             >>> fam.nc, fam.names[2], tuple(fam.net(torch.rand(1, 3, 32, 32)).shape)
             (3, 'car', (1, 3))

@@ -1,4 +1,5 @@
-"""CLIP image tower as a zero-shot classify family: size b16 (ViT-B/16)."""
+"""CLIP image tower as a zero-shot classify family: size b16 (ViT-B/16); t16 is a
+small size without published weights (SIZES[0], so the contract tests stay fast)."""
 
 from __future__ import annotations
 

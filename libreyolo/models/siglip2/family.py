@@ -1,4 +1,5 @@
-"""SigLIP 2 image tower as a zero-shot classify family: size b16 (base, patch 16, 224 px)."""
+"""SigLIP 2 image tower as a zero-shot classify family: size b16 (base, patch 16, 224 px);
+t16 is a small size without published weights (SIZES[0], so the contract tests stay fast)."""
 
 from __future__ import annotations
 

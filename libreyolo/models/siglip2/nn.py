@@ -1,8 +1,10 @@
-"""SigLIP 2 base/16 image tower at 224 px (Tschannen et al., 2025) with a zero-shot class head.
+"""SigLIP 2 base/16 image tower at 224 px (Tschannen et al., 2025) with a zero-shot class head, and
+t16, a small size without published weights (tests, contract runs, experiments).
 
 =====  =====  =====  =====  =========  =====  ==========  =================================
 size   width  depth  heads  MLP ratio  patch  embedding   tower params (transformers)
 =====  =====  =====  =====  =========  =====  ==========  =================================
+t16    192    12     3      4          16     192         5.97 M (no reference)
 b16    768    12     12     4          16     768         92.88 M (92.88 M)
 =====  =====  =====  =====  =========  =====  ==========  =================================
 
@@ -16,9 +18,15 @@ Tensor[B, nc].
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .._vit.towers import TowerSpec
 
+_B16 = TowerSpec(dim=768, depth=12, heads=12, patch=16, pool="map", embed_dim=768, act="gelu_tanh",
+                 ln_eps=1e-6, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), scale=10.0, bias=-10.0)
+
 SPECS: dict[str, TowerSpec] = {
-    "b16": TowerSpec(dim=768, depth=12, heads=12, patch=16, pool="map", embed_dim=768, act="gelu_tanh",
-                     ln_eps=1e-6, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), scale=10.0, bias=-10.0),
+    # t16: a small size without published weights (tests, contract runs, experiments)
+    "t16": replace(_B16, dim=192, heads=3, embed_dim=192),
+    "b16": _B16,
 }
