@@ -18,10 +18,10 @@ class Mlp(nn.Module):
         (2, 5, 8)
     """
 
-    def __init__(self, dim: int, hidden: int) -> None:
+    def __init__(self, dim: int, hidden: int, act: nn.Module | None = None) -> None:
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden)
-        self.act = nn.GELU()
+        self.act = nn.GELU() if act is None else act  # exact GELU unless a family passes its own
         self.fc2 = nn.Linear(hidden, dim)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -2,6 +2,7 @@
 family is gone."""
 
 from ._base.registry import register_family
+from .clip.family import CLIP
 from .convnext.family import ConvNeXt
 from .deim.family import DEIM
 from .deit.family import DeiT
@@ -20,6 +21,7 @@ from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
 from .segformer.family import SegFormer
+from .siglip2.family import SigLIP2
 from .swin.family import Swin
 from .vit.family import ViT
 from .yolo7.family import YOLO7
@@ -50,6 +52,8 @@ register_family(Swin)
 register_family(SegFormer)
 register_family(PIDNet)
 register_family(DINOv2)
+register_family(CLIP)
+register_family(SigLIP2)
 register_family(DepthAnythingV2)
 register_family(FOMO)
 register_family(NAFNet)

@@ -41,7 +41,9 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.data.segment", "libreyolo.data.shapes_seg",
            "libreyolo.engine.masks", "libreyolo.tasks.segment.masks", "libreyolo.tasks.segment.scoring",
            "libreyolo.models.yolo9_seg.nn", "libreyolo.models.yolo9_seg.postprocess",
-           "libreyolo.models.yolo9_seg.loss", "libreyolo.models.yolo9_seg.convert")
+           "libreyolo.models.yolo9_seg.loss", "libreyolo.models.yolo9_seg.convert",
+           "libreyolo.models._vit.towers", "libreyolo.models._vit.zero_shot", "libreyolo.models._vit.tower_convert",
+           "libreyolo.models._vit.text_embeddings")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 

@@ -88,9 +88,9 @@ def resample_pos_embed(pos: Tensor, grid: tuple[int, int], *, trained: tuple[int
 class PatchEmbed(nn.Module):
     """``patch x patch`` strided convolution: (B, 3, H, W) -> tokens (B, N, D) and the grid (gh, gw)."""
 
-    def __init__(self, dim: int, patch: int) -> None:
+    def __init__(self, dim: int, patch: int, *, bias: bool = True) -> None:
         super().__init__()
-        self.proj = nn.Conv2d(3, dim, kernel_size=patch, stride=patch)
+        self.proj = nn.Conv2d(3, dim, kernel_size=patch, stride=patch, bias=bias)
 
     def forward(self, x: Tensor) -> tuple[Tensor, tuple[int, int]]:
         y = self.proj(x)  # (B, D, gh, gw)
@@ -112,16 +112,18 @@ class LayerScale(nn.Module):
 
 class Block(nn.Module):
     """Pre-norm transformer block: ``x + dp(ls1(attn(norm1(x))))`` then ``x + dp(ls2(mlp(norm2(x))))``;
-    ``ls1``/``ls2`` are :class:`LayerScale` when ``layer_scale`` > 0, else identities (no tensors)."""
+    ``ls1``/``ls2`` are :class:`LayerScale` when ``layer_scale`` > 0, else identities (no tensors).
+    ``ln_eps`` and the MLP activation ``act`` (default exact GELU) are the towers' knobs (CLIP: 1e-5
+    and QuickGELU; SigLIP: tanh GELU)."""
 
     def __init__(self, dim: int, heads: int, mlp_ratio: float, *, drop_path: float, fused_attn: bool,
-                 layer_scale: float = 0.0) -> None:
+                 layer_scale: float = 0.0, ln_eps: float = LN_EPS, act: nn.Module | None = None) -> None:
         super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=LN_EPS)
+        self.norm1 = nn.LayerNorm(dim, eps=ln_eps)
         self.attn = Attention(dim, num_heads=heads, qkv_bias=True, fused_attn=fused_attn)
         self.ls1 = LayerScale(dim, layer_scale) if layer_scale > 0 else nn.Identity()
-        self.norm2 = nn.LayerNorm(dim, eps=LN_EPS)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+        self.norm2 = nn.LayerNorm(dim, eps=ln_eps)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), act)
         self.ls2 = LayerScale(dim, layer_scale) if layer_scale > 0 else nn.Identity()
         self.drop_path = StochasticDepth(drop_path, "row") if drop_path > 0 else nn.Identity()
 

@@ -1,0 +1,18 @@
+"""CLIP image tower as a zero-shot classify family: size b16 (ViT-B/16); t16 is a
+small size without published weights (SIZES[0], so the contract tests stay fast)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .._vit.towers import TowerSpec
+from .._vit.zero_shot import ZeroShotFamily
+from .nn import SPECS
+
+
+class CLIP(ZeroShotFamily):
+    FAMILY: ClassVar[str] = "clip"
+    NAME_TOKEN: ClassVar[str] = "CLIP"  # LibreCLIP<size>-cls.pt
+    SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
+    SPECS: ClassVar[dict[str, TowerSpec]] = SPECS
+    STRIDE: ClassVar[int] = 16  # the patch size

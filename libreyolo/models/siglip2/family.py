@@ -1,0 +1,18 @@
+"""SigLIP 2 image tower as a zero-shot classify family: size b16 (base, patch 16, 224 px);
+t16 is a small size without published weights (SIZES[0], so the contract tests stay fast)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .._vit.towers import TowerSpec
+from .._vit.zero_shot import ZeroShotFamily
+from .nn import SPECS
+
+
+class SigLIP2(ZeroShotFamily):
+    FAMILY: ClassVar[str] = "siglip2"
+    NAME_TOKEN: ClassVar[str] = "SigLIP2"  # LibreSigLIP2<size>-cls.pt
+    SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
+    SPECS: ClassVar[dict[str, TowerSpec]] = SPECS
+    STRIDE: ClassVar[int] = 16  # the patch size
