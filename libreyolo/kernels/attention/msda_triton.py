@@ -20,7 +20,10 @@ of those additions is not fixed, so value gradients are not bitwise reproducible
 (differences of a few ULP; a CUDA graph replays the same kernels with the same property).
 Location and weight gradients are written without atomics and are deterministic.
 
-Eligibility (the predicate): CUDA tensors (or CPU tensors under ``TRITON_INTERPRET=1``), plain
+Eligibility (the predicate): CUDA tensors (or CPU tensors under ``TRITON_INTERPRET=1`` when the
+provider is asked for by name, ``LIBREYOLO_KERNELS=triton``: the interpreter runs the kernels in
+Python, about a hundred times slower than the portable path, so it is a way to test them and
+never picked by itself; an RT-DETR forward at 64 px took 23 s under it against 0.2 s), plain
 eager execution (declines under ``torch.jit`` tracing, ``torch.compile``, ``torch.export`` and
 ONNX export), float sampling locations in the 6-D uniform-points layout, supported dtypes.
 """
@@ -269,10 +272,15 @@ def ms_deform_attn_triton(
     )
 
 
+def _cpu_interpreter_asked() -> bool:
+    """CPU tensors may take the Triton kernels: the interpreter is on and the provider was asked for by name."""
+    return interpreting() and registry.override() == NAME
+
+
 def _device_ok(t: Tensor) -> bool:
     if t.device.type == "cuda":
         return True
-    return t.device.type == "cpu" and interpreting()
+    return t.device.type == "cpu" and _cpu_interpreter_asked()
 
 
 def applies(
@@ -287,7 +295,7 @@ def applies(
     if not eager_only():
         return False
     if value is None:
-        return torch.cuda.is_available() or interpreting()
+        return torch.cuda.is_available() or _cpu_interpreter_asked()
     tensors = (value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
     if any(not isinstance(t, Tensor) for t in tensors):
         return False

@@ -224,6 +224,9 @@ def test_hub_is_tried_before_triton(hub, make_inputs, monkeypatch):
     )
     _, args, _ = _args(make_inputs)
     assert registry.resolve_name(OP, *args) == "hub"  # registered last = newest = first
+    names = registry.implementations(OP)
+    assert names.index("hub") < names.index("triton")
     monkeypatch.setenv("LIBREYOLO_HUB_KERNELS", "off")
+    monkeypatch.setenv("LIBREYOLO_KERNELS", "triton")  # CPU tensors take the interpreter only when asked for
     registry.clear_cache()
     assert registry.resolve_name(OP, *args) == "triton"

@@ -21,6 +21,7 @@ def triton_cpu(monkeypatch):
         pytest.skip("CPU Triton tests need TRITON_INTERPRET=1 set before triton is imported")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setenv("LIBREYOLO_HUB_KERNELS", "0")
+    monkeypatch.setenv("LIBREYOLO_KERNELS", "triton")  # on CPU the interpreter is used only when asked for
     registry.clear_cache()
     from libreyolo.kernels.attention import msda_triton
 
@@ -78,6 +79,16 @@ def test_selected_by_registry_and_used_by_layer(triton_cpu, make_inputs, monkeyp
     torch.testing.assert_close(
         out, ms_deform_attn_portable(value, shapes, loc, weights), atol=1e-5, rtol=1e-5
     )
+
+
+def test_interpreter_alone_does_not_pick_triton_for_cpu_tensors(triton_cpu, make_inputs, monkeypatch):
+    """Without ``LIBREYOLO_KERNELS=triton`` the (slow) interpreter is never the automatic choice."""
+    _, layout, value, loc, weights = make_inputs()
+    args = (value, layout.spatial_shapes, layout.level_start_index, loc, weights)
+    monkeypatch.delenv("LIBREYOLO_KERNELS")
+    registry.clear_cache()
+    assert not triton_cpu.applies(*args)
+    assert registry.resolve_name(OP, *args) != "triton"
 
 
 def test_declines_outside_eager_and_for_special_layouts(triton_cpu, make_inputs, monkeypatch):
