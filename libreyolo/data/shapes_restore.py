@@ -15,19 +15,13 @@ temporary folder renamed when complete.
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 import numpy as np
 
 from .._cv import cv2
+from .materialise import check_sizes, dataset_folder, materialise
 from .shapes import GENERATOR_VERSION, default_datasets_dir, render_scene
-
-logger = logging.getLogger(__name__)
 
 KINDS = {"denoise": 1, "sr": 4}  # kind -> scale
 
@@ -65,26 +59,19 @@ def ensure_shapes_restore_dataset(root: Path | None = None, *, kind: str = "deno
         >>> p.name, sorted(f.name for f in (p.parent / "hq" / "train").iterdir())
         ('data.yaml', ['train_000000.png', 'train_000001.png'])
     """
-    from ..errors import ConfigError, DatasetError
+    from ..errors import ConfigError
 
     if kind not in KINDS:
         raise ConfigError(f"ensure_shapes_restore_dataset: kind must be one of {', '.join(KINDS)}, got {kind!r}")
     imgsz = imgsz if imgsz is not None else (64 if kind == "denoise" else 128)
-    for key, v, lo in (("n_train", n_train, 1), ("n_val", n_val, 1), ("imgsz", imgsz, 32)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ConfigError(f"ensure_shapes_restore_dataset: {key} must be an int >= {lo}, got {v!r}")
+    check_sizes("ensure_shapes_restore_dataset", n_train=n_train, n_val=n_val, imgsz=imgsz)
     if kind == "sr" and imgsz % 4:
         raise ConfigError(f"ensure_shapes_restore_dataset: imgsz must be a multiple of 4 for kind='sr', got {imgsz}")
     root = Path(root) if root is not None else default_datasets_dir()
     tag = f"{kind}-v{GENERATOR_VERSION}-{n_train}-{n_val}-{imgsz}-{seed}" + (f"-{sigma:g}" if kind == "denoise" else "")
-    final = root / f"shapes-{kind}-{hashlib.sha256(tag.encode()).hexdigest()[:12]}"
-    yaml_path = final / "data.yaml"
-    if yaml_path.is_file():
-        return yaml_path
-    tmp = root / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    logger.info("generating the shapes-%s dataset (%d train + %d val pairs, %d px) in %s", kind, n_train, n_val,
-                imgsz, final)
-    try:
+    final = dataset_folder(root, f"shapes-{kind}", tag)
+
+    def write(tmp: Path) -> None:
         for split, (name, n) in enumerate((("train", n_train), ("val", n_val))):
             for side in ("lq", "hq"):
                 (tmp / side / name).mkdir(parents=True)
@@ -96,15 +83,6 @@ def ensure_shapes_restore_dataset(root: Path | None = None, *, kind: str = "deno
         (tmp / "data.yaml").write_text(
             f"# libreyolo built-in 'shapes-{kind}' dataset (generator v{GENERATOR_VERSION}, seed {seed})\n"
             f"path: {final.resolve()}\ntrain: lq/train\nval: lq/val\nscale: {KINDS[kind]}\n")
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not yaml_path.is_file():
-                raise
-    except OSError as e:
-        raise DatasetError(f"cannot write the shapes-{kind} dataset to {final} ({e}); set LIBREYOLO_DATASETS_DIR "
-                           "to a writable folder") from e
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return yaml_path
+
+    return materialise(final, write, what=f"shapes-{kind} dataset",
+                       detail=f"{n_train} train + {n_val} val pairs, {imgsz} px")

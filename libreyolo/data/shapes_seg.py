@@ -13,19 +13,13 @@ folder renamed when complete.
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 import numpy as np
 
 from .._cv import cv2
+from .materialise import check_sizes, dataset_folder, materialise
 from .shapes import GENERATOR_VERSION, NAMES, default_datasets_dir, render_scene
-
-logger = logging.getLogger(__name__)
 
 
 def render_instances(seed: int, split: int, index: int, *, imgsz: int) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
@@ -74,21 +68,11 @@ def ensure_shapes_seg_dataset(root: Path | None = None, *, n_train: int = 500, n
         >>> p.name, sorted(f.name for f in (p.parent / "labels" / "train").iterdir())
         ('data.yaml', ['train_000000.txt', 'train_000001.txt'])
     """
-    from ..errors import ConfigError, DatasetError
-
-    for key, v, lo in (("n_train", n_train, 1), ("n_val", n_val, 1), ("imgsz", imgsz, 32)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ConfigError(f"ensure_shapes_seg_dataset: {key} must be an int >= {lo}, got {v!r}")
+    check_sizes("ensure_shapes_seg_dataset", n_train=n_train, n_val=n_val, imgsz=imgsz)
     root = Path(root) if root is not None else default_datasets_dir()
-    key = hashlib.sha256(f"seg-v{GENERATOR_VERSION}-{n_train}-{n_val}-{imgsz}-{seed}".encode()).hexdigest()[:12]
-    final = root / f"shapes-seg-{key}"
-    yaml_path = final / "data.yaml"
-    if yaml_path.is_file():
-        return yaml_path
-    tmp = root / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    logger.info("generating the shapes-seg dataset (%d train + %d val images, %d px) in %s", n_train, n_val,
-                imgsz, final)
-    try:
+    final = dataset_folder(root, "shapes-seg", f"seg-v{GENERATOR_VERSION}-{n_train}-{n_val}-{imgsz}-{seed}")
+
+    def write(tmp: Path) -> None:
         for split, (name, n) in enumerate((("train", n_train), ("val", n_val))):
             (tmp / "images" / name).mkdir(parents=True)
             (tmp / "labels" / name).mkdir(parents=True)
@@ -103,15 +87,6 @@ def ensure_shapes_seg_dataset(root: Path | None = None, *, n_train: int = 500, n
         (tmp / "data.yaml").write_text(
             f"# libreyolo built-in 'shapes-seg' dataset (generator v{GENERATOR_VERSION}, seed {seed})\n"
             f"path: {final.resolve()}\ntrain: images/train\nval: images/val\nnames:\n{names}\n")
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not yaml_path.is_file():
-                raise
-    except OSError as e:
-        raise DatasetError(f"cannot write the shapes-seg dataset to {final} ({e}); set LIBREYOLO_DATASETS_DIR "
-                           "to a writable folder") from e
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return yaml_path
+
+    return materialise(final, write, what="shapes-seg dataset",
+                       detail=f"{n_train} train + {n_val} val images, {imgsz} px")

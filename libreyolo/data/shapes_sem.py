@@ -12,19 +12,13 @@ through a temporary folder renamed when complete.
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 import numpy as np
 
 from .._cv import cv2
+from .materialise import check_sizes, dataset_folder, materialise
 from .shapes import GENERATOR_VERSION, NAMES, default_datasets_dir, render_scene
-
-logger = logging.getLogger(__name__)
 
 SEM_NAMES: tuple[str, ...] = ("background", *NAMES)
 
@@ -55,21 +49,11 @@ def ensure_shapes_sem_dataset(root: Path | None = None, *, n_train: int = 500, n
         >>> p.name, sorted(f.name for f in (p.parent / "masks" / "train").iterdir())
         ('data.yaml', ['train_000000.png', 'train_000001.png'])
     """
-    from ..errors import ConfigError, DatasetError
-
-    for key, v, lo in (("n_train", n_train, 1), ("n_val", n_val, 1), ("imgsz", imgsz, 32)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ConfigError(f"ensure_shapes_sem_dataset: {key} must be an int >= {lo}, got {v!r}")
+    check_sizes("ensure_shapes_sem_dataset", n_train=n_train, n_val=n_val, imgsz=imgsz)
     root = Path(root) if root is not None else default_datasets_dir()
-    key = hashlib.sha256(f"sem-v{GENERATOR_VERSION}-{n_train}-{n_val}-{imgsz}-{seed}".encode()).hexdigest()[:12]
-    final = root / f"shapes-sem-{key}"
-    yaml_path = final / "data.yaml"
-    if yaml_path.is_file():
-        return yaml_path
-    tmp = root / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    logger.info("generating the shapes-sem dataset (%d train + %d val images, %d px) in %s", n_train, n_val,
-                imgsz, final)
-    try:
+    final = dataset_folder(root, "shapes-sem", f"sem-v{GENERATOR_VERSION}-{n_train}-{n_val}-{imgsz}-{seed}")
+
+    def write(tmp: Path) -> None:
         for split, (name, n) in enumerate((("train", n_train), ("val", n_val))):
             (tmp / "images" / name).mkdir(parents=True)
             (tmp / "masks" / name).mkdir(parents=True)
@@ -85,15 +69,6 @@ def ensure_shapes_sem_dataset(root: Path | None = None, *, n_train: int = 500, n
             f"# libreyolo built-in 'shapes-sem' dataset (generator v{GENERATOR_VERSION}, seed {seed})\n"
             f"path: {final.resolve()}\ntrain: images/train\nval: images/val\nignore_index: 255\n"
             f"names:\n{names}\n")
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not yaml_path.is_file():
-                raise
-    except OSError as e:
-        raise DatasetError(f"cannot write the shapes-sem dataset to {final} ({e}); set LIBREYOLO_DATASETS_DIR "
-                           "to a writable folder") from e
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return yaml_path
+
+    return materialise(final, write, what="shapes-sem dataset",
+                       detail=f"{n_train} train + {n_val} val images, {imgsz} px")

@@ -25,7 +25,7 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.tasks.detect.results", "libreyolo.training.config", "libreyolo.registry",
            "libreyolo.bench.run", "libreyolo.tasks.semantic.scoring", "libreyolo.tasks.semantic.metrics",
            "libreyolo.tasks.semantic.maps", "libreyolo.engine.semantic_io", "libreyolo.data.semantic",
-           "libreyolo.data.shapes_sem", "libreyolo.models._base.semantic", "libreyolo.models.segformer.nn",
+           "libreyolo.data.shapes_sem", "libreyolo.data.materialise", "libreyolo.models._base.semantic", "libreyolo.models.segformer.nn",
            "libreyolo.models.segformer.convert", "libreyolo.models.pidnet.nn", "libreyolo.models.pidnet.loss",
            "libreyolo.models.pidnet.convert", "libreyolo.engine.results_maps", "libreyolo.engine.results_kinds", "libreyolo.engine.depth_io",
            "libreyolo.tasks.depth.maps", "libreyolo.tasks.depth.metrics", "libreyolo.tasks.depth.scoring",
