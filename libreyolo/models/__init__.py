@@ -20,6 +20,7 @@ from .resnet.family import ResNet
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
+from .rtmdet_ins.family import RTMDetIns
 from .segformer.family import SegFormer
 from .siglip2.family import SigLIP2
 from .swin.family import Swin
@@ -59,3 +60,4 @@ register_family(FOMO)
 register_family(NAFNet)
 register_family(ESRGAN)
 register_family(YOLO9Seg)
+register_family(RTMDetIns)

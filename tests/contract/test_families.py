@@ -66,10 +66,14 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
         assert outs[0].shape == (1, 3)
         assert len(dets) == 1 and dets[0].shape == (3,)
         assert torch.allclose(dets[0].sum(), torch.tensor(1.0), atol=1e-5) and (dets[0] >= 0).all()
-    elif fam.OUTPUT_KIND == "masks":  # instance segmentation: boxes + mask coefficients, prototypes last
-        nm = outs[-1].shape[1]
-        assert outs[-1].ndim == 4 and tuple(outs[-1].shape[2:]) == (16, 16)
-        assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 + nm and dets[0].shape[0] <= 10
+    elif fam.OUTPUT_KIND == "masks":  # instance segmentation: boxes + mask parameters, mask features last
+        # prototype families (stride 4, nm coefficients per box) by default; others declare their layout
+        s = getattr(fam, "MASK_FEAT_STRIDE", 4)
+        cols = getattr(fam, "MASK_DET_COLUMNS", outs[-1].shape[1])
+        assert outs[-1].ndim == 4 and tuple(outs[-1].shape[2:]) == (64 // s, 64 // s)
+        assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 + cols and dets[0].shape[0] <= 10
+        masks = model.family.masks(outs[-1][0], dets[0], input_hw=(64, 64))  # always at a quarter of the input
+        assert masks.shape == (len(dets[0]), 16, 16) and bool(((masks >= 0) & (masks <= 1)).all())
     else:
         assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 and dets[0].shape[0] <= 10
 

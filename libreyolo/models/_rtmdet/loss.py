@@ -96,12 +96,14 @@ class DynamicSoftLabelAssigner:
 
     @torch.no_grad()
     def __call__(self, cls_logits: Tensor, pred_bboxes: Tensor, points: Tensor, strides: Tensor,
-                 gt_labels: Tensor, gt_bboxes: Tensor, mask_gt: Tensor) -> Assignment:
+                 gt_labels: Tensor, gt_bboxes: Tensor, mask_gt: Tensor, gt_centers: Tensor | None = None) -> Assignment:
         """Assign targets.
 
         cls_logits (Tensor[B, A, C]) raw logits; pred_bboxes (Tensor[B, A, 4]) xyxy pixels;
         points (Tensor[A, 2]) pixels; strides (Tensor[A]); gt_labels (Tensor[B, M], int64);
-        gt_bboxes (Tensor[B, M, 4]) xyxy pixels; mask_gt (Tensor[B, M], bool) marks real boxes.
+        gt_bboxes (Tensor[B, M, 4]) xyxy pixels; mask_gt (Tensor[B, M], bool) marks real boxes;
+        gt_centers (Tensor[B, M, 2] pixels, optional): the soft centre prior's centre of each box
+        (instance segmentation passes the mask's centre of mass); default the box centre.
         """
         b, a, c = cls_logits.shape
         m = gt_bboxes.shape[1]
@@ -124,7 +126,7 @@ class DynamicSoftLabelAssigner:
         valid = inside.any(-1)  # (B, A)
 
         # soft centre prior
-        centre = (gt_bboxes[..., :2] + gt_bboxes[..., 2:]) / 2  # (B, M, 2)
+        centre = (gt_bboxes[..., :2] + gt_bboxes[..., 2:]) / 2 if gt_centers is None else gt_centers  # (B, M, 2)
         dist = (points[None, :, None, :] - centre[:, None, :, :]).pow(2).sum(-1).sqrt() / strides[None, :, None]
         center_prior = torch.pow(10.0, (dist - self.soft_center_radius).clamp(max=CENTER_PRIOR_MAX_EXP))
 
@@ -195,6 +197,30 @@ def build_targets(batch: dict[str, Tensor], *, batch_size: int, img_hw: tuple[in
     return labels, out, mask
 
 
+def pad_rows(values: Tensor, batch_idx: Tensor, *, batch_size: int) -> Tensor:
+    """Lay per-box rows out per image as :func:`build_targets` pads the boxes.
+
+    values (Tensor[N, ...]) one row per box, batch_idx (Tensor[N]) its image -> Tensor[B, M, ...]
+    (zeros where an image has fewer than M boxes), M the largest box count of an image; slot j of
+    image b holds that image's j-th row in input order.
+
+    Example:
+        >>> pad_rows(torch.tensor([10, 11, 12]), torch.tensor([1, 0, 1]), batch_size=2).tolist()
+        [[11, 0], [10, 12]]
+    """
+    idx = batch_idx.to(values.device).long().view(-1)
+    n = idx.numel()
+    counts = torch.bincount(idx, minlength=batch_size)
+    m = int(counts.max()) if n else 0
+    out = values.new_zeros((batch_size, m, *values.shape[1:]))
+    if n:
+        order = torch.argsort(idx, stable=True)
+        idx = idx[order]
+        slot = torch.arange(n, device=values.device) - (torch.cumsum(counts, 0) - counts)[idx]
+        out[idx, slot] = values[order]
+    return out
+
+
 class RTMDetLoss(nn.Module):
     """``criterion(preds, batch) -> (loss, loss_items)``.
 
@@ -225,10 +251,13 @@ class RTMDetLoss(nn.Module):
         items = torch.stack((loss_cls * self.loss_weights["cls"], loss_box * self.loss_weights["box"]))
         return items.sum() * preds[0].shape[0], items.detach()
 
-    def terms(self, preds: list[Tensor] | tuple[Tensor, ...], batch: dict[str, Any]) -> tuple[Tensor, Tensor, dict[str, Any]]:
+    def terms(self, preds: list[Tensor] | tuple[Tensor, ...], batch: dict[str, Any], *,
+              gt_centers: Tensor | None = None) -> tuple[Tensor, Tensor, dict[str, Any]]:
         """The unweighted detection terms and what a subclass needs to add its own.
 
         preds: per-level Tensor[B, 4 + nc, H/s, W/s] (extra channels past ``4 + nc`` are ignored).
+        gt_centers: optional Tensor[B, M, 2] pixels laid out as :func:`build_targets` pads the
+        boxes (see :func:`pad_rows`), the assigner's soft-centre points.
         Returns loss_cls (Tensor[]), loss_box (Tensor[]), both divided by the positives' IoU sum,
         and a context dict: ``assignment`` (:class:`Assignment`), ``points`` (Tensor[A, 2]),
         ``strides`` (Tensor[A]), ``img_hw`` (network-input height, width).
@@ -242,7 +271,8 @@ class RTMDetLoss(nn.Module):
         img_hw = (feats[0].shape[2] * self.strides[0], feats[0].shape[3] * self.strides[0])
 
         gt_labels, gt_bboxes, mask_gt = build_targets(batch, batch_size=bsz, img_hw=img_hw, device=dev)
-        t = self.assigner(cls_logits.detach(), pred_bboxes.detach(), points, strides, gt_labels, gt_bboxes, mask_gt)
+        t = self.assigner(cls_logits.detach(), pred_bboxes.detach(), points, strides, gt_labels, gt_bboxes, mask_gt,
+                          gt_centers)
         avg = t.ious.sum().clamp(min=1.0)
 
         target = torch.zeros_like(cls_logits)

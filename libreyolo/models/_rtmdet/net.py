@@ -15,6 +15,7 @@ normalisation (same numbers, RGB order) is the first op of the network, on const
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -185,7 +186,9 @@ class RTMDetNet(nn.Module):
     [Tensor[B, 4 + nc, H / s, W / s] for s in (8, 16, 32)], raw regression then class logits.
     """
 
-    def __init__(self, variant: RTMDetVariant, *, nc: int) -> None:
+    def __init__(self, variant: RTMDetVariant, *, nc: int, head: Callable[..., nn.Module] | None = None) -> None:
+        """``head``: the head's constructor, called as ``head(nc=, c_in=)`` with the neck width
+        (default :class:`RTMDetSepBNHead`); it must have ``init_weights()``."""
         super().__init__()
         v = variant
         self.size = v.size
@@ -196,7 +199,10 @@ class RTMDetNet(nn.Module):
         self.register_buffer("pixel_std", torch.tensor(PIXEL_STD).view(1, 3, 1, 1), persistent=False)
         self.backbone = CSPNeXt(deepen=v.deepen, widen=v.widen)
         self.neck = CSPNeXtPAFPN(ch=self.backbone.out_channels, c_out=v.width, n=v.neck_blocks)
-        self.head = RTMDetSepBNHead(nc=nc, c_in=v.width, c_feat=v.width, stacked=2, n_levels=len(STRIDES))
+        if head is None:
+            self.head: nn.Module = RTMDetSepBNHead(nc=nc, c_in=v.width, c_feat=v.width, stacked=2, n_levels=len(STRIDES))
+        else:
+            self.head = head(nc=nc, c_in=v.width)
         self.head.init_weights()
 
     def forward(self, x: Tensor) -> list[Tensor]:
