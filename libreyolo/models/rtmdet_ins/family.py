@@ -1,5 +1,5 @@
 """RTMDet-Ins instance-segmentation family (task ``segment``): the RTMDet detector with a mask
-feature branch and per-point dynamic mask kernels; sizes t, s. Weights names:
+feature branch and per-point dynamic mask kernels; sizes t, s, m, l, x. Weights names:
 ``LibreRTMDetIns<size>-seg.pt``."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class RTMDetIns(DenseFamily):
     NAME_TOKEN: ClassVar[str] = "RTMDetIns"
     TASKS: ClassVar[tuple[str, ...]] = ("segment",)
     OUTPUT_KIND: ClassVar[str] = "masks"  # postprocess: Tensor[n, 6 + 3 + 169] per image; masks in the task
-    SIZES: ClassVar[tuple[str, ...]] = ("t", "s")
+    SIZES: ClassVar[tuple[str, ...]] = ("t", "s", "m", "l", "x")
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("cls", "box", "seg")
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5", "mask_feat")
     # what the contract tests ask of a "masks" family whose layout differs from the prototype default

@@ -1,4 +1,4 @@
-"""RTMDet-Ins instance-segmentation network (sizes t, s): the RTMDet lineage trunk (CSPNeXt
+"""RTMDet-Ins instance-segmentation network (sizes t, s, m, l, x): the RTMDet lineage trunk (CSPNeXt
 backbone, CSPNeXt-PAFPN neck, :mod:`libreyolo.models._rtmdet.net`) with the instance head.
 
 Contract (the rest of the library depends on it): input Tensor[B, 3, H, W] float RGB in [0, 1], H
@@ -26,7 +26,7 @@ from ...layers.conv import ConvBNAct
 from .._rtmdet.net import STRIDES, RTMDetNet, SharedConvSepBN
 from .._rtmdet.variants import VARIANTS as RTMDET_VARIANTS
 
-SIZES = ("t", "s")
+SIZES = ("t", "s", "m", "l", "x")  # the RTMDet trunk sizes (_rtmdet/variants.py)
 NUM_PROTOTYPES = 8  # mask-feature channels
 DYCONV_CHANNELS = 8  # hidden width of the dynamic convolution
 NUM_DYCONVS = 3  # 1x1 layers: (8 + 2) -> 8 -> 8 -> 1
