@@ -74,18 +74,25 @@ def dynamic_mask_logits(mask_feat: Tensor, kernels: Tensor, points: Tensor, stri
         >>> dynamic_mask_logits(torch.rand(8, 4, 4), k, torch.zeros(1, 2), torch.ones(1), feat_stride=8)[0, 0, 0]
         tensor(2.)
     """
+    with torch.autocast(device_type=mask_feat.device.type, enabled=False):  # float32 even inside an AMP loss
+        return _dynamic_mask_logits(mask_feat.float(), kernels.float(), points.float(), strides.float(),
+                                    feat_stride=feat_stride)
+
+
+def _dynamic_mask_logits(mask_feat: Tensor, kernels: Tensor, points: Tensor, strides: Tensor, *,
+                         feat_stride: int) -> Tensor:
     n = kernels.shape[0]
     p, h, w = mask_feat.shape
-    feat = mask_feat.float().reshape(p, h * w)
+    feat = mask_feat.reshape(p, h * w)
     if n == 0:
         return feat.new_zeros((0, h, w))
     ys, xs = torch.meshgrid(torch.arange(h, device=feat.device, dtype=torch.float32) * feat_stride,
                             torch.arange(w, device=feat.device, dtype=torch.float32) * feat_stride, indexing="ij")
     grid = torch.stack((xs.reshape(-1), ys.reshape(-1)), 0)  # (2, hw)
-    rel = (points.float()[:, :, None] - grid[None]) / (strides.float()[:, None, None] * 8)  # (n, 2, hw)
+    rel = (points[:, :, None] - grid[None]) / (strides[:, None, None] * 8)  # (n, 2, hw)
     x = torch.cat((rel, feat[None].expand(n, p, h * w)), 1)  # (n, 2 + P, hw)
     weights, biases = PARAM_SPLITS
-    params = kernels.float().split((*weights, *biases), 1)
+    params = kernels.split((*weights, *biases), 1)
     n_layers = len(weights)
     for i in range(n_layers):
         c_out = DYCONV_CHANNELS if i < n_layers - 1 else 1
