@@ -43,7 +43,7 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.yolo9_seg.nn", "libreyolo.models.yolo9_seg.postprocess",
            "libreyolo.models.yolo9_seg.loss", "libreyolo.models.yolo9_seg.convert",
            "libreyolo.models.rtmdet_ins.nn", "libreyolo.models.rtmdet_ins.postprocess",
-           "libreyolo.models.rtmdet_ins.loss", "libreyolo.models.rtmdet_ins.family",
+           "libreyolo.models.rtmdet_ins.loss", "libreyolo.models.rtmdet_ins.family", "libreyolo.models._rtmdet.convert",
            "libreyolo.models._vit.towers", "libreyolo.models._vit.zero_shot", "libreyolo.models._vit.tower_convert",
            "libreyolo.models._vit.text_embeddings")
 

@@ -254,3 +254,46 @@ def test_pad_rows_lays_rows_out_as_the_padded_boxes() -> None:
     labels, _, mask = build_targets(batch, batch_size=3, img_hw=(64, 64), device=torch.device("cpu"))
     assert torch.equal(pad_rows(torch.arange(5), idx, batch_size=3), labels)  # cls = row index here
     assert torch.equal(pad_rows(torch.ones(5, dtype=torch.bool), idx, batch_size=3), mask)
+
+
+def _as_mmdet(sd: dict) -> dict:
+    """Our state dict written under mmdetection's RTMDet-Ins names (aliases included), BGR stem."""
+    neck = {"reduce5": "reduce_layers.0", "reduce4": "reduce_layers.1", "top4": "top_down_blocks.0",
+            "top3": "top_down_blocks.1", "down3": "downsamples.0", "down4": "downsamples.1",
+            "bottom4": "bottom_up_blocks.0", "bottom5": "bottom_up_blocks.1"}
+    out = {}
+    for k, v in sd.items():
+        k2 = k.replace(".dconv.", ".depthwise_conv.").replace(".pconv.", ".pointwise_conv.")
+        parts = k2.split(".")
+        if parts[0] == "neck" and parts[1] in neck:
+            k2 = ".".join(["neck", neck[parts[1]], *parts[2:]])
+        if k2 == "backbone.stem.0.conv.weight":
+            v = v.flip(1)
+        if parts[0] == "head" and parts[1] == "cls_convs":
+            i = parts[2]
+            for branch in ("cls_convs", "reg_convs"):
+                if parts[3] == "conv":
+                    for level in range(3):
+                        out[f"bbox_head.{branch}.{level}.{i}.conv.{parts[-1]}"] = v
+                else:  # bns.<level>.<name>
+                    out[f"bbox_head.{branch}.{parts[4]}.{i}.bn.{parts[5]}"] = v
+            continue
+        out[k2.replace("head.", "bbox_head.", 1) if k2.startswith("head.") else k2] = v
+    return out
+
+
+def test_converter_reads_the_reference_layout_and_refuses_a_wrong_size() -> None:
+    from libreyolo.errors import ConfigError
+    from libreyolo.models.rtmdet_ins.convert import load_reference
+
+    torch.manual_seed(0)
+    src_net = build_rtmdet_ins(size="t", nc=3)
+    randomise_norm_stats(src_net, seed=0)
+    src = _as_mmdet(src_net.state_dict())
+    assert any(k.startswith("bbox_head.reg_convs.2.1.bn.") for k in src)
+    dst = load_reference(build_rtmdet_ins(size="t", nc=3), src)
+    assert all(m.eps == 1e-5 for m in dst.modules() if isinstance(m, nn.BatchNorm2d))
+    for name, t in src_net.state_dict().items():
+        assert torch.equal(dst.state_dict()[name], t), name
+    with pytest.raises(ConfigError, match="does not fit"):
+        load_reference(build_rtmdet_ins(size="t", nc=5), src)

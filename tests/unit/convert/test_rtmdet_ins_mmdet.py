@@ -1,0 +1,95 @@
+"""rtmdet_ins against mmdetection's own RTMDet-Ins, when mmdetection imports: the reference is
+built from its shipped configs (``configs/rtmdet/rtmdet-ins_*``, BatchNorm instead of SyncBN,
+no pretrained backbone) with a fixed seed and random BatchNorm statistics; its state dict converts
+onto ours (:mod:`libreyolo.models.rtmdet_ins.convert`) and both run in eval mode on the same image
+(ours RGB in [0, 1], the reference BGR normalised as its data preprocessor does): class logits,
+box distances, kernel parameters and mask features, then the dynamic convolution of the same
+detections, equal within 1e-5 relative (fp32).
+
+mmdetection needs mmcv, whose compiled ops do not build here, so it is not in the ``ref`` test
+extra and CI skips this file (as ``test_yolox_official.py``). It was run with a private copy:
+the mmdet 3.3.0 wheel and mmengine 0.10.4 (``pip install --no-deps --target``), mmcv's Python
+sources (2.x, ``mmcv/ops`` replaced by a stub that only provides names, version set to 2.1.0) and
+pycocotools / addict / yapf / termcolor / terminaltables / six / shapely, all on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from _convert_helpers import assert_rel_close, randomize_norms
+
+mmdet = pytest.importorskip("mmdet")
+
+from libreyolo.models.rtmdet_ins.convert import convert_state_dict, load_reference, rename_key  # noqa: E402
+from libreyolo.models.rtmdet_ins.nn import build_rtmdet_ins  # noqa: E402
+from libreyolo.models.rtmdet_ins.postprocess import dynamic_mask_logits  # noqa: E402
+
+MEAN_BGR = (103.53, 116.28, 123.675)
+STD_BGR = (57.375, 57.12, 58.395)
+CONFIGS = {"t": "rtmdet-ins_tiny_8xb32-300e_coco.py", "s": "rtmdet-ins_s_8xb32-300e_coco.py",
+           "m": "rtmdet-ins_m_8xb32-300e_coco.py"}
+
+
+def _reference(size: str):
+    from mmengine.config import Config
+    from mmdet.registry import MODELS
+    from mmdet.utils import register_all_modules
+
+    register_all_modules()
+    cfg = Config.fromfile(str(Path(mmdet.__file__).parent / ".mim" / "configs" / "rtmdet" / CONFIGS[size]))
+    m = cfg.model
+    m.backbone.init_cfg = None
+    for part in (m.backbone, m.neck, m.bbox_head):
+        part.norm_cfg = dict(type="BN")
+    torch.manual_seed(0)
+    ref = MODELS.build(m)
+    randomize_norms(ref)
+    return ref.eval()
+
+
+def _reference_input(x: torch.Tensor) -> torch.Tensor:
+    bgr = x.flip(1) * 255
+    return (bgr - torch.tensor(MEAN_BGR).view(1, 3, 1, 1)) / torch.tensor(STD_BGR).view(1, 3, 1, 1)
+
+
+@pytest.mark.parametrize("size", list(CONFIGS))
+def test_outputs_and_masks_equal_mmdetection(size: str) -> None:
+    ref = _reference(size)
+    ours = build_rtmdet_ins(size=size, nc=80)
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in ref.parameters())
+    load_reference(ours, ref.state_dict())
+    ours.eval()
+    x = torch.rand(1, 3, 96, 128, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cls, box, kern, mask_feat = ref.bbox_head(ref.extract_feat(_reference_input(x)))
+        raw = ours(x)
+    for level, (c, b, k, s) in enumerate(zip(cls, box, kern, (8, 16, 32), strict=True)):
+        assert_rel_close(raw[level][:, :4] * s, b, what=f"{size} box level {level}")
+        assert_rel_close(raw[level][:, 4:84], c, what=f"{size} cls level {level}")
+        assert_rel_close(raw[level][:, 84:], k, what=f"{size} kernels level {level}")
+    assert_rel_close(raw[3], mask_feat, what=f"{size} mask features")
+
+    # the dynamic convolution for 12 points spread over the three levels
+    head = ref.bbox_head
+    priors = head.prior_generator.grid_priors([c.shape[-2:] for c in cls], device=x.device, with_stride=True)
+    priors = torch.cat(priors)  # (A, 4): x, y, stride_w, stride_h
+    kernels = torch.cat([k[0].flatten(1) for k in kern], 1).T  # (A, 169)
+    pick = torch.linspace(0, priors.shape[0] - 1, 12).long()
+    with torch.no_grad():
+        want = head._mask_predict_by_feat_single(mask_feat[0], kernels[pick], priors[pick])
+        got = dynamic_mask_logits(raw[3][0], kernels[pick], priors[pick, :2], priors[pick, 2], feat_stride=8)
+    assert_rel_close(got, want, what=f"{size} mask logits")
+
+
+def test_reference_keys_all_have_a_place() -> None:
+    ref = _reference("t")
+    own = build_rtmdet_ins(size="t", nc=80).state_dict()
+    out = convert_state_dict(ref.state_dict(), own)
+    assert set(out) == set(own)
+    dropped = [k for k in ref.state_dict() if rename_key(k) is None or k.startswith("bbox_head.reg_convs.")]
+    assert dropped and all(".reg_convs." in k or ".cls_convs." in k for k in dropped)
+    # the reference's box tower is its class tower (the same module objects)
+    assert ref.bbox_head.reg_convs[1][0] is ref.bbox_head.cls_convs[1][0]
