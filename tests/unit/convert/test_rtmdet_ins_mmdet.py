@@ -4,7 +4,8 @@ no pretrained backbone) with a fixed seed and random BatchNorm statistics; its s
 onto ours (:mod:`libreyolo.models.rtmdet_ins.convert`) and both run in eval mode on the same image
 (ours RGB in [0, 1], the reference BGR normalised as its data preprocessor does): class logits,
 box distances, kernel parameters and mask features, then the dynamic convolution of the same
-detections, equal within 1e-5 relative (fp32).
+detections, equal within 1e-5 relative (fp32); and the loss (the reference's ``loss_by_feat`` on the
+same head outputs and objects) within 2e-6 relative per term.
 
 mmdetection needs mmcv, whose compiled ops do not build here, so it is not in the ``ref`` test
 extra and CI skips this file (as ``test_yolox_official.py``). It was run with a private copy:
@@ -93,3 +94,64 @@ def test_reference_keys_all_have_a_place() -> None:
     assert dropped and all(".reg_convs." in k or ".cls_convs." in k for k in dropped)
     # the reference's box tower is its class tower (the same module objects)
     assert ref.bbox_head.reg_convs[1][0] is ref.bbox_head.cls_convs[1][0]
+
+
+def _ground_truth(h: int, w: int, per_image: tuple[int, ...]):
+    """L-shaped objects on the stride-4 grid (centre of mass far from the box centre): the
+    reference's full-resolution masks (4 x 4 blocks, so its ``[2::4]`` sampling and centre of mass
+    see the same masks) and our batch (masks at stride 4)."""
+    from mmdet.structures.mask import BitmapMasks
+    from mmengine.structures import InstanceData
+
+    g = torch.Generator().manual_seed(2)
+    gts, idx, cls, boxes, masks = [], [], [], [], []
+    for b, n in enumerate(per_image):
+        m4 = torch.zeros(n, h // 4, w // 4, dtype=torch.uint8)
+        bx, lab = [], []
+        for i in range(n):
+            x0 = int(torch.randint(0, w // 4 - 10, (1,), generator=g))
+            y0 = int(torch.randint(0, h // 4 - 10, (1,), generator=g))
+            bw, bh = (int(torch.randint(6, 10, (1,), generator=g)) for _ in range(2))
+            m4[i, y0:y0 + bh, x0:x0 + max(bw // 3, 1)] = 1
+            m4[i, y0 + 2 * bh // 3:y0 + bh, x0:x0 + bw] = 1
+            bx.append([x0 * 4, y0 * 4, (x0 + bw) * 4, (y0 + bh) * 4])
+            lab.append(int(torch.randint(0, 80, (1,), generator=g)))
+        full = m4.repeat_interleave(4, 1).repeat_interleave(4, 2)
+        bx_t = torch.tensor(bx, dtype=torch.float32)
+        gts.append(InstanceData(bboxes=bx_t, labels=torch.tensor(lab), masks=BitmapMasks(full.numpy(), h, w)))
+        idx += [b] * n
+        cls += lab
+        boxes.append(bx_t)
+        masks.append(m4)
+    bx = torch.cat(boxes)
+    cxcywh = torch.cat(((bx[:, :2] + bx[:, 2:]) / 2, bx[:, 2:] - bx[:, :2]), 1) / torch.tensor([w, h, w, h])
+    batch = {"batch_idx": torch.tensor(idx), "cls": torch.tensor(cls), "bboxes": cxcywh, "masks": torch.cat(masks)}
+    return gts, batch
+
+
+def test_loss_equals_mmdetection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference's ``loss_by_feat`` (assignment with the mask centre of mass, QFL, GIoU,
+    dice at stride 4) and ours on the same head outputs and objects: each weighted term within
+    2e-6 relative; the same objects with box centres instead of mask centres differ by more."""
+    import libreyolo.models.rtmdet_ins.loss as ins_loss
+    from libreyolo.models.rtmdet_ins.loss import RTMDetInsLoss
+
+    ref = _reference("t")
+    ref.bbox_head.init_weights()  # the reference's head initialisation: boxes of two strides
+    h, w = 96, 128
+    x = torch.rand(2, 3, h, w, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cls, box, kern, mask_feat = ref.bbox_head(ref.extract_feat(_reference_input(x)))
+    gts, batch = _ground_truth(h, w, (3, 2))
+    metas = [{"img_shape": (h, w), "pad_shape": (h, w), "batch_input_shape": (h, w)}] * 2
+    want = ref.bbox_head.loss_by_feat(cls, box, kern, mask_feat, gts, metas)
+    want = torch.tensor([float(sum(want[k])) if isinstance(want[k], (list, tuple)) else float(want[k])
+                         for k in ("loss_cls", "loss_bbox", "loss_mask")])
+    raw = [torch.cat((b / s, c, k), 1) for b, c, k, s in zip(box, cls, kern, (8, 16, 32), strict=True)] + [mask_feat]
+    crit = RTMDetInsLoss(build_rtmdet_ins(size="t", nc=80))
+    _, got = crit(raw, batch)
+    assert bool((want > 0).all())
+    assert torch.allclose(got, want, rtol=2e-6, atol=0), (got.tolist(), want.tolist())
+    monkeypatch.setattr(ins_loss, "mask_centers", lambda m, boxes, mask_stride: (boxes[:, :2] + boxes[:, 2:]) / 2)
+    _, box_centred = crit(raw, batch)
+    assert not torch.allclose(box_centred, want, rtol=2e-6, atol=0)
