@@ -14,9 +14,10 @@ Renames (everything else keeps its name):
   RTMDet-Ins the reference's ``reg_convs`` *is* its ``cls_convs`` (the same modules), so a target
   without ``reg_convs`` drops them.
 
-The reference feeds BGR pixels: :func:`convert_state_dict` reverses the input channels of the
-first convolution. mmdetection trains with BatchNorm eps 1e-5: :func:`set_bn_eps` sets it on the
-converted network.
+Tensors: the reference feeds BGR pixels, so the first convolution's input channels are reversed;
+mmdetection's configs train with BatchNorm eps 1e-5 (SyncBN defaults) where ours use 1e-3, so every
+BatchNorm weight is rescaled to give the same eval-mode function
+(:func:`~libreyolo.models._base.convert_rules.fold_bn_eps`).
 """
 
 from __future__ import annotations
@@ -24,11 +25,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from torch import Tensor, nn
+from torch import Tensor
 
-from ...errors import ConfigError
+from ...errors import CheckpointError
+from ...layers.conv import BN_EPS
+from .._base.convert_rules import fit, fold_bn_eps, rename_all
+from .variants import P5_STAGES, VARIANTS
 
+SOURCES = ("mmdet",)
 STEM_WEIGHT = "backbone.stem.0.conv.weight"
+KERNEL_WEIGHT = "bbox_head.rtm_kernel.0.weight"  # only RTMDet-Ins has dynamic-kernel predictions
+CLS_WEIGHT = "bbox_head.rtm_cls.0.weight"
 REFERENCE_BN_EPS = 1e-5
 _NECK = {"reduce_layers.0": "reduce5", "reduce_layers.1": "reduce4", "top_down_blocks.0": "top4",
          "top_down_blocks.1": "top3", "downsamples.0": "down3", "downsamples.1": "down4",
@@ -63,41 +70,38 @@ def rename_key(key: str) -> str | None:
     return key
 
 
-def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """Reference state dict -> a state dict for a network whose ``state_dict()`` is ``own``.
-
-    Raises :class:`~libreyolo.errors.ConfigError` naming the keys when a tensor has no place in
-    ``own``, a shape differs or a key of ``own`` stays unfilled (``reg_convs`` are dropped only
-    when ``own`` has none: the instance head's box branch reads its class tower).
+def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:
+    """Reference state dict -> a complete state dict for a network whose ``state_dict()`` is ``own``
+    (renamed, stem reversed to RGB, BatchNorm eps folded; ``reg_convs`` dropped when ``own`` has
+    none). Raises :class:`~libreyolo.errors.CheckpointError` naming the first key that does not fit.
     """
-    out: dict[str, Tensor] = {}
-    unknown, bad_shape = [], []
     drop_reg = not any(k.startswith("head.reg_convs.") for k in own)
-    for key, value in src.items():
+
+    def rename(key: str) -> str | None:
         if key.startswith("data_preprocessor."):
-            continue
+            return None
         name = rename_key(key)
-        if name is None or (drop_reg and name.startswith("head.reg_convs.")):
-            continue
-        if name not in own:
-            unknown.append(key)
-            continue
-        if tuple(value.shape) != tuple(own[name].shape):
-            bad_shape.append(f"{key} {tuple(value.shape)} -> {name} {tuple(own[name].shape)}")
-            continue
-        out[name] = value
-    missing = sorted(set(own) - set(out))
-    if unknown or bad_shape or missing:
-        raise ConfigError("the mmdetection RTMDet state dict does not fit this network: "
-                          f"unknown {unknown[:5]}, shape mismatches {bad_shape[:5]}, unfilled {missing[:5]}; "
-                          "build the same size and number of classes as the checkpoint")
-    if STEM_WEIGHT in out:
-        out[STEM_WEIGHT] = out[STEM_WEIGHT].flip(1)  # BGR input channels -> RGB
-    return out
+        return None if name is not None and drop_reg and name.startswith("head.reg_convs.") else name
+
+    out = fit(rename_all(src, rename), own)
+    out[STEM_WEIGHT] = out[STEM_WEIGHT].flip(1)  # BGR input channels -> RGB
+    return fold_bn_eps(out, eps_ref=REFERENCE_BN_EPS, eps_ours=BN_EPS)
 
 
-def set_bn_eps(net: nn.Module, eps: float = REFERENCE_BN_EPS) -> None:
-    """Set every BatchNorm's ``eps`` (mmdetection's RTMDet configs train with 1e-5)."""
-    for m in net.modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm):
-            m.eps = eps
+def infer_size_nc(src: Mapping[str, Tensor]) -> tuple[str, int]:
+    """``(size, nc)`` of a reference state dict: the size from the stem width (``int(64 w) // 2``),
+    the classes from the class prediction."""
+    width = int(src[STEM_WEIGHT].shape[0])
+    nc = int(src[CLS_WEIGHT].shape[0])
+    for size, v in VARIANTS.items():
+        if int(P5_STAGES[0][0] * v.widen // 2) == width:
+            return size, nc
+    raise CheckpointError(f"this RTMDet (stem width {width}) matches none of the sizes {', '.join(VARIANTS)}.")
+
+
+def match_state_dict(src: Mapping[str, Tensor], *, instance: bool) -> tuple[str, int] | None:
+    """``(size, nc)`` when ``src`` is an mmdetection RTMDet (``instance=False``) or RTMDet-Ins
+    (``instance=True``) state dict, else ``None``."""
+    if STEM_WEIGHT not in src or CLS_WEIGHT not in src or (KERNEL_WEIGHT in src) != instance:
+        return None
+    return infer_size_nc(src)

@@ -1,9 +1,9 @@
-"""Map an mmdetection RTMDet-Ins state dict onto the ``rtmdet_ins`` network: the lineage's
-renames (:mod:`libreyolo.models._rtmdet.convert`; the reference's ``reg_convs`` are its
-``cls_convs`` and are dropped), the stem's BGR -> RGB flip and mmdetection's BatchNorm eps 1e-5.
+"""mmdetection RTMDet-Ins checkpoints (``rtmdet-ins_{tiny,s,m,l,x}_*.pth``) onto ``rtmdet_ins``: the
+lineage's renames (:mod:`libreyolo.models._rtmdet.convert`; the reference's ``reg_convs`` are its
+``cls_convs`` and are dropped), the stem's BGR -> RGB flip and mmdetection's BatchNorm eps folded.
 
-Tested against mmdetection's own ``RTMDetInsSepBNHead`` network when mmdetection imports
-(``tests/unit/convert/test_rtmdet_ins_mmdet.py``); not wired to ``LibreYOLO(path)`` yet.
+Read by ``LibreYOLO(path)`` through :mod:`libreyolo.convert.mmdet`; fidelity against mmdetection's
+own network in ``tests/unit/convert/test_rtmdet_ins_mmdet.py``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,14 @@ from collections.abc import Mapping
 
 from torch import Tensor, nn
 
-from .._rtmdet.convert import REFERENCE_BN_EPS, convert_state_dict, rename_key, set_bn_eps
+from .._rtmdet.convert import SOURCES, convert_state_dict, match_state_dict, rename_key
 
-__all__ = ["REFERENCE_BN_EPS", "convert_state_dict", "load_reference", "rename_key", "set_bn_eps"]
+__all__ = ["SOURCES", "convert_state_dict", "load_reference", "match", "rename_key"]
+
+
+def match(fw: object) -> tuple[str, int] | None:
+    """``(size, nc)`` when ``fw`` holds an RTMDet-Ins state dict (dynamic-kernel predictions), else ``None``."""
+    return match_state_dict(getattr(fw, "state_dict", {}), instance=True)
 
 
 def load_reference(net: nn.Module, src: Mapping[str, Tensor]) -> nn.Module:
@@ -23,5 +28,4 @@ def load_reference(net: nn.Module, src: Mapping[str, Tensor]) -> nn.Module:
     size and classes), in place; returns ``net``.
     """
     net.load_state_dict(convert_state_dict(src, net.state_dict()))
-    set_bn_eps(net)
     return net

@@ -1,7 +1,7 @@
 """rtmdet_ins against mmdetection's own RTMDet-Ins, when mmdetection imports: the reference is
 built from its shipped configs (``configs/rtmdet/rtmdet-ins_*``, BatchNorm instead of SyncBN,
 no pretrained backbone) with a fixed seed and random BatchNorm statistics; its state dict converts
-onto ours (:mod:`libreyolo.models.rtmdet_ins.convert`) and both run in eval mode on the same image
+onto ours (:mod:`libreyolo.models.rtmdet_ins.convert`, BatchNorm eps folded) and both run in eval mode on the same image
 (ours RGB in [0, 1], the reference BGR normalised as its data preprocessor does): class logits,
 box distances, kernel parameters and mask features, then the dynamic convolution of the same
 detections, equal within 1e-5 relative (fp32); and the loss (the reference's ``loss_by_feat`` on the
@@ -85,8 +85,19 @@ def test_outputs_and_masks_equal_mmdetection(size: str) -> None:
     assert_rel_close(got, want, what=f"{size} mask logits")
 
 
-def test_reference_keys_all_have_a_place() -> None:
+def test_reference_keys_all_have_a_place_and_its_checkpoint_loads_by_path(tmp_path: Path) -> None:
+    from libreyolo import LibreYOLO
+
     ref = _reference("t")
+    path = tmp_path / "rtmdet-ins_tiny.pth"
+    torch.save({"meta": {"dataset_meta": {"classes": tuple(f"c{i}" for i in range(80))}},
+                "state_dict": ref.state_dict()}, path)
+    model = LibreYOLO(str(path))
+    assert (model.FAMILY, model.size, model.nc, model.names[79]) == ("rtmdet_ins", "t", 80, "c79")
+    x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = ref.bbox_head(ref.extract_feat(_reference_input(x)))[3]
+        assert_rel_close(model.net.eval()(x)[3], want, what="mask features after LibreYOLO(path)")
     own = build_rtmdet_ins(size="t", nc=80).state_dict()
     out = convert_state_dict(ref.state_dict(), own)
     assert set(out) == set(own)

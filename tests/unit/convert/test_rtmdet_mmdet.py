@@ -2,7 +2,7 @@
 ``test_rtmdet_ins_mmdet.py`` for how it was run): built from the shipped
 ``configs/rtmdet/rtmdet_*_8xb32-300e_coco.py`` (BatchNorm instead of SyncBN, no pretrained
 backbone) with a fixed seed and random BatchNorm statistics, converted with the lineage's
-:mod:`libreyolo.models._rtmdet.convert`; class logits and box distances equal within 1e-5 relative."""
+:mod:`libreyolo.models._rtmdet.convert` (BatchNorm eps folded into the weights); class logits and box distances equal within 1e-5 relative."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from _convert_helpers import assert_rel_close, randomize_norms
 
 mmdet = pytest.importorskip("mmdet")
 
-from libreyolo.models._rtmdet.convert import convert_state_dict, set_bn_eps  # noqa: E402
+from libreyolo.models._rtmdet.convert import convert_state_dict  # noqa: E402
 from libreyolo.models.rtmdet.nn import build_rtmdet  # noqa: E402
 
 MEAN_BGR = (103.53, 116.28, 123.675)
@@ -40,7 +40,6 @@ def test_outputs_equal_mmdetection(size: str, name: str) -> None:
     ref.eval()
     ours = build_rtmdet(size=size, nc=80)
     ours.load_state_dict(convert_state_dict(ref.state_dict(), ours.state_dict()))
-    set_bn_eps(ours)
     ours.eval()
     x = torch.rand(1, 3, 96, 128, generator=torch.Generator().manual_seed(1))
     inp = (x.flip(1) * 255 - torch.tensor(MEAN_BGR).view(1, 3, 1, 1)) / torch.tensor(STD_BGR).view(1, 3, 1, 1)

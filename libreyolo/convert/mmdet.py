@@ -1,0 +1,69 @@
+"""Reader for mmdetection RTMDet / RTMDet-Ins checkpoints (open-mmlab/mmdetection
+``rtmdet[-ins]_*.pth``): a ``torch.save`` of ``{"meta": {...}, "state_dict": {...}}`` (optimizer and
+message hub removed when published), read with ``torch.load(weights_only=True)`` (no code runs).
+Class names come from ``meta["dataset_meta"]["classes"]`` when present. The released weights are
+Apache-2.0.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import CheckpointError
+from . import ForeignWeights
+
+SOURCE = "mmdet"
+_MARKERS = ("backbone.stem.0.conv.weight", "bbox_head.rtm_cls.0.weight")
+
+
+def _load(path: Path) -> Any:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _state_dict(obj: Any) -> dict[str, torch.Tensor] | None:
+    if not isinstance(obj, dict) or "libreyolo" in obj:
+        return None
+    sd = obj.get("state_dict", obj)
+    if isinstance(sd, dict) and all(k in sd for k in _MARKERS) and all(isinstance(v, torch.Tensor) for v in sd.values()):
+        return sd
+    return None
+
+
+def recognise(path: Path) -> bool:
+    """A ``torch.save`` archive holding an RTMDet state dict (alone or under ``"state_dict"``)."""
+    if not zipfile.is_zipfile(path):
+        return False
+    try:  # a look at the pickle's bytes first (no tensor is read): its key names
+        with zipfile.ZipFile(path) as z:
+            pkl = [n for n in z.namelist() if n.endswith("data.pkl") and n.count("/") <= 1]
+            head = z.read(pkl[0]) if pkl else b""
+        if b"libreyolo" in head or not all(m.encode() in head for m in _MARKERS):
+            return False
+        return _state_dict(_load(path)) is not None
+    except Exception:  # noqa: BLE001 - unreadable here: not recognised, read_checkpoint says why
+        return False
+
+
+def read(path: Path) -> ForeignWeights:
+    """:class:`ForeignWeights` of an mmdetection RTMDet checkpoint (module docstring)."""
+    try:
+        obj = _load(path)
+    except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
+        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated, corrupt, or holding objects other "
+                              f"than tensors and plain values: {type(e).__name__}); re-save its 'state_dict' alone "
+                              "with torch.save.") from e
+    sd = _state_dict(obj)
+    if sd is None:
+        raise CheckpointError(f"'{path}' holds no RTMDet state dict.")
+    names = None
+    meta = obj.get("meta") if isinstance(obj, dict) else None
+    classes = meta.get("dataset_meta", {}).get("classes") if isinstance(meta, dict) else None
+    if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes):
+        names = dict(enumerate(classes))
+    arch = "rtmdet-ins" if "bbox_head.rtm_kernel.0.weight" in sd else "rtmdet"
+    return ForeignWeights(source=SOURCE, arch=arch, state_dict=dict(sd), path=str(path), names=names,
+                          licence="Apache-2.0 (mmdetection RTMDet weights)")
