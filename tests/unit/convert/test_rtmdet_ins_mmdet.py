@@ -35,9 +35,9 @@ CONFIGS = {"t": "rtmdet-ins_tiny_8xb32-300e_coco.py", "s": "rtmdet-ins_s_8xb32-3
 
 
 def _reference(size: str):
-    from mmengine.config import Config
     from mmdet.registry import MODELS
     from mmdet.utils import register_all_modules
+    from mmengine.config import Config
 
     register_all_modules()
     cfg = Config.fromfile(str(Path(mmdet.__file__).parent / ".mim" / "configs" / "rtmdet" / CONFIGS[size]))

@@ -23,9 +23,9 @@ STD_BGR = (57.375, 57.12, 58.395)
 
 @pytest.mark.parametrize("size,name", [("t", "tiny"), ("m", "m")])  # m: exp on the distances
 def test_outputs_equal_mmdetection(size: str, name: str) -> None:
-    from mmengine.config import Config
     from mmdet.registry import MODELS
     from mmdet.utils import register_all_modules
+    from mmengine.config import Config
 
     register_all_modules()
     cfg = Config.fromfile(str(Path(mmdet.__file__).parent / ".mim" / "configs" / "rtmdet" /

@@ -197,7 +197,7 @@ def test_postprocess_carries_point_stride_and_kernel_of_each_detection() -> None
     dets = fam.postprocess(raw, conf=0.0, iou=0.7, classes=None, max_det=7, agnostic=False)
     assert [tuple(d.shape) for d in dets] == [(7, 6 + 3 + 169)] * 2
     for b, d in enumerate(dets):
-        px, py, st = d[:, 6], d[:, 7], d[:, 8]
+        px, py = d[:, 6], d[:, 7]
         assert bool(((d[:, 0] <= px) & (px <= d[:, 2]) & (d[:, 1] <= py) & (py <= d[:, 3])).all())  # ReLU distances
         for row in d:
             level = {8: 0, 16: 1, 32: 2}[int(row[8])]
