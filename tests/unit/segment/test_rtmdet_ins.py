@@ -255,3 +255,14 @@ def test_pad_rows_lays_rows_out_as_the_padded_boxes() -> None:
     assert torch.equal(pad_rows(torch.arange(5), idx, batch_size=3), labels)  # cls = row index here
     assert torch.equal(pad_rows(torch.ones(5, dtype=torch.bool), idx, batch_size=3), mask)
 
+
+
+def test_parity_train_segment_batch_feeds_the_criterion() -> None:
+    """benchmarks/parity_train.py's synthetic instance-segmentation batch (what the GPU training
+    parity rows use) gives positives and a live dice term for this family."""
+    from benchmarks import parity_train
+
+    b = parity_train.segment_batch(batch=2, imgsz=64, nc=6, seed=1, device=torch.device("cpu"))
+    model = Model(families()["rtmdet_ins"](size="t", nc=6))
+    loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
+    assert torch.isfinite(loss) and items.shape == (3,) and float(items[2]) > 0
