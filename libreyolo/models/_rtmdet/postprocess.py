@@ -92,11 +92,14 @@ def select(
     max_det: int,
     agnostic: bool,
     max_candidates: int = MAX_CANDIDATES,
+    clip_hw: tuple[int, int] | None = None,
 ) -> list[tuple[Tensor, Tensor]]:
     """:func:`postprocess` that also says where each detection came from.
 
     feats: one Tensor[B, C, H / s, W / s] per level whose first ``4 + nc`` channels are the box
-    regression and class logits (further channels are ignored). Returns per image (detections
+    regression and class logits (further channels are ignored). ``clip_hw`` (height, width):
+    clip the decoded boxes to that image before NMS, as mmdetection's decoder does with
+    ``max_shape`` (None: unclipped, the ``rtmdet`` default). Returns per image (detections
     Tensor[n, 6] as :func:`postprocess`, anchor index Tensor[n] int64 into the levels flattened
     row-major and concatenated in stride order, the order of :func:`grid_points`).
     """
@@ -128,6 +131,10 @@ def select(
         a_idx, lab = cand[:, 0], class_ids[cand[:, 1]]
         boxes = decode_boxes(reg[b, :, a_idx].transpose(0, 1), points[a_idx], stride_t[a_idx],
                              exp_on_reg=exp_on_reg)  # (N, 4)
+        if clip_hw is not None:
+            h, w = clip_hw
+            boxes = torch.stack((boxes[:, 0].clamp(0, w), boxes[:, 1].clamp(0, h), boxes[:, 2].clamp(0, w),
+                                 boxes[:, 3].clamp(0, h)), 1)
         keep = non_max_suppression(boxes, s, lab, iou=iou, max_det=max_det, agnostic=agnostic)
         out.append((torch.cat((boxes[keep], s[keep, None], lab[keep, None].float()), 1), a_idx[keep]))
     return out

@@ -1,9 +1,10 @@
 """RTMDet-Ins raw outputs -> detections with their mask kernels, and masks (eager; never captured).
 
-:func:`postprocess` selects detections exactly as the RTMDet detector does
+:func:`postprocess` selects detections as the RTMDet detector does
 (:func:`libreyolo.models._rtmdet.postprocess.select`: multi-label candidates above ``conf``,
-distance decode, NMS, ``max_det``) and carries each kept detection's grid point, stride and
-dynamic-kernel parameters along. :func:`assemble_masks` is the instance head's dynamic
+distance decode, NMS, ``max_det``), with the boxes clipped to the network input before NMS as the
+reference does, and carries each kept detection's grid point, stride and dynamic-kernel
+parameters along. :func:`assemble_masks` is the instance head's dynamic
 convolution for one image: per detection, its three 1x1 layers (ReLU between) applied to the mask
 features concatenated with the coordinates relative to the detection's point, giving mask logits
 at stride 8, bilinearly upsampled to stride 4, sigmoid.
@@ -47,8 +48,9 @@ def postprocess(raw: list[Tensor] | tuple[Tensor, ...], *, net: nn.Module, conf:
         raise ConfigError(f"the RTMDet-Ins postprocess expects {len(strides)} levels of (B, {want}, h, w) and the mask "
                           f"features (B, {int(net.num_prototypes)}, h, w); got {[tuple(f.shape) for f in raw]}: pass "
                           "the network's raw output list unchanged")
+    input_hw = (feats[0].shape[2] * strides[0], feats[0].shape[3] * strides[0])
     kept = select(feats, net=net, conf=conf, iou=iou, classes=classes, max_det=max_det, agnostic=agnostic,
-                  max_candidates=max_candidates)
+                  max_candidates=max_candidates, clip_hw=input_hw)  # boxes clipped to the input, as the reference
     points, stride_t = grid_points([tuple(f.shape[2:]) for f in feats], strides, device=mask_feat.device)
     kernels = torch.cat([f[:, 4 + nc:].flatten(2) for f in feats], 2)  # (B, NUM_PARAMS, A)
     out = []

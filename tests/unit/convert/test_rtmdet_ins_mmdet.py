@@ -166,3 +166,73 @@ def test_loss_equals_mmdetection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ins_loss, "mask_centers", lambda m, boxes, mask_stride: (boxes[:, :2] + boxes[:, 2:]) / 2)
     _, box_centred = crit(raw, batch)
     assert not torch.allclose(box_centred, want, rtol=2e-6, atol=0)
+
+
+def _diamond_kernel_bias(c: float) -> torch.Tensor:
+    """Kernel parameters whose mask logit is ``c - |rel_x| - |rel_y|``: a diamond around the point."""
+    k = torch.zeros(169)
+    w1 = torch.zeros(8, 10)
+    w1[0, 0], w1[1, 0], w1[2, 1], w1[3, 1] = 1.0, -1.0, 1.0, -1.0
+    k[:80], k[80:144], k[144:152] = w1.reshape(-1), torch.eye(8).reshape(-1), -torch.ones(8)
+    k[-1] = c
+    return k
+
+
+def test_predictions_match_mmdetection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference's ``predict_by_feat`` (its NMS, a compiled mmcv op, replaced by torchvision's
+    ``batched_nms``) and our postprocess + masks on the same network: the same detections (boxes
+    within 1e-3 px, scores within 1e-5, labels); the masks, theirs thresholded after x8 logit
+    upsampling and ours after x2 then x4 probability upsampling, at mean IoU > 0.97."""
+    import mmdet.models.dense_heads.rtmdet_ins_head as ref_head
+    import torch.nn.functional as F
+    import torchvision
+
+    from libreyolo.models.rtmdet_ins.postprocess import assemble_masks, postprocess
+
+    def nms(boxes, scores, idxs, cfg):  # noqa: ANN001, ANN202 - mmcv.ops.batched_nms's contract
+        keep = torchvision.ops.batched_nms(boxes, scores, idxs, cfg["iou_threshold"])
+        return torch.cat((boxes[keep], scores[keep, None]), 1), keep
+
+    monkeypatch.setattr(ref_head, "batched_nms", nms)
+    ref = _reference("t")
+    head = ref.bbox_head
+    head.init_weights()
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():  # spread the scores and boxes, give every point a diamond mask
+        for level in head.cls_convs:
+            for conv_module in level:
+                conv_module.conv.weight.copy_(torch.randn(conv_module.conv.weight.shape, generator=g) * 0.05)
+        for c, r, k in zip(head.rtm_cls, head.rtm_reg, head.rtm_kernel, strict=True):
+            c.weight.copy_(torch.randn(c.weight.shape, generator=g))
+            c.bias.fill_(-1.5)
+            r.weight.copy_(torch.randn(r.weight.shape, generator=g) * 0.05)
+            k.weight.copy_(torch.randn(k.weight.shape, generator=g) * 0.01)
+            k.bias.copy_(_diamond_kernel_bias(0.3))
+    ours = load_reference(build_rtmdet_ins(size="t", nc=80), ref.state_dict()).eval()
+    h, w = 96, 128
+    x = torch.rand(1, 3, h, w, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cls, box, kern, mask_feat = head(ref.extract_feat(_reference_input(x)))
+        conf = float(torch.cat([c.sigmoid().flatten() for c in cls]).topk(600).values[-1])
+        assert all(int((c.sigmoid() > conf).sum()) < 1000 for c in cls)  # below the reference's nms_pre
+        cfg = head.test_cfg.copy()
+        cfg["score_thr"] = conf
+        want = head.predict_by_feat(cls, box, kern, mask_feat, cfg=cfg, rescale=False,
+                                    batch_img_metas=[{"img_shape": (h, w), "ori_shape": (h, w)}])[0]
+        raw = ours(x)
+        det = postprocess(raw, net=ours, conf=conf, iou=cfg["nms"]["iou_threshold"], classes=None,
+                          max_det=cfg["max_per_img"], agnostic=False)[0]
+        probs = assemble_masks(raw[3][0], det)
+    assert len(det) == len(want.bboxes) == cfg["max_per_img"]
+    unmatched = list(range(len(det)))
+    ious = []
+    mine = F.interpolate(probs[None], size=(h, w), mode="bilinear", align_corners=False)[0] > 0.5
+    for i in range(len(want.bboxes)):  # near-equal scores may order differently: match rows
+        hit = [j for j in unmatched if int(det[j, 5]) == int(want.labels[i])
+               and float((det[j, :4] - want.bboxes[i]).abs().max()) <= 1e-3 and abs(float(det[j, 4] - want.scores[i])) <= 1e-5]
+        assert hit, f"reference detection {i} ({want.bboxes[i].tolist()}, {float(want.scores[i]):.6f}) not found"
+        unmatched.remove(hit[0])
+        a, b = want.masks[i], mine[hit[0]]
+        ious.append(float((a & b).sum()) / max(float((a | b).sum()), 1.0))
+    assert 0.0 < float(want.masks.float().mean()) < 0.5  # the masks are neither empty nor everything
+    assert sum(ious) / len(ious) > 0.97, ious
