@@ -378,3 +378,18 @@ def test_quantize_int8_and_fp8_stay_close() -> None:
             got = torch.cat([o.flatten(1) for o in net(x)], 1)
         rel = ((got - ref).norm() / ref.norm()).item()
         assert 0 < rel < 0.02, (recipe, rel)
+
+
+def test_parity_probe_model_depends_on_its_input() -> None:
+    """The parity harness's probe model (calibrated BatchNorm statistics) must give clearly
+    different outputs for its two probes, else a replay that forgot to copy its input would pass."""
+    from libreyolo.graphs.parity import build_probe_model
+
+    fam = build_probe_model(YOLONAS, size="s", task="detect", device="cpu", seed=0, imgsz=128)
+    assert fam.fused
+    a = torch.rand(1, 3, 128, 128, generator=torch.Generator().manual_seed(0))
+    b = torch.linspace(0, 1, 3 * 128 * 128).view(1, 3, 128, 128)
+    with torch.no_grad():
+        oa, ob = fam.net(a), fam.net(b)
+    assert max((x - y).abs().max().item() for x, y in zip(oa, ob, strict=True)) > 0.5
+    assert all(o.abs().max().item() < 1e3 for o in oa)  # far from fp16 overflow
