@@ -43,7 +43,8 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.yolo9_seg.nn", "libreyolo.models.yolo9_seg.postprocess",
            "libreyolo.models.yolo9_seg.loss", "libreyolo.models.yolo9_seg.convert",
            "libreyolo.models._vit.towers", "libreyolo.models._vit.zero_shot", "libreyolo.models._vit.tower_convert",
-           "libreyolo.models._vit.text_embeddings")
+           "libreyolo.models._vit.text_embeddings",
+           "libreyolo.layers.window_attention", "libreyolo.models.swinir.nn", "libreyolo.models.swinir.convert")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
