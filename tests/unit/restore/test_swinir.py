@@ -21,7 +21,14 @@ from libreyolo.kernels.attention import fused_attention_modules, set_fused_atten
 from libreyolo.layers.attention import Attention
 from libreyolo.model import Model
 from libreyolo.models.swinir import convert
-from libreyolo.models.swinir.nn import RGB_MEAN, SPECS, SwinIR, SwinIRSpec, build_swinir, pad_to_window
+from libreyolo.models.swinir.nn import (
+    RGB_MEAN,
+    SPECS,
+    SwinIR,
+    SwinIRSpec,
+    build_swinir,
+    pad_to_window,
+)
 from libreyolo.registry import families, parse_weights_name
 
 
