@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from libreyolo import LibreYOLO
+from libreyolo.data.restore import check_pair, load_restore_data
 from libreyolo.data.shapes_restore import ensure_shapes_restore_dataset
 from libreyolo.errors import CheckpointError
 from libreyolo.kernels.attention import fused_attention_modules, set_fused_attention
@@ -270,6 +271,8 @@ def test_family_declarations() -> None:
 
 def test_train_on_the_x2_demo_val_and_reload(tmp_path: Path) -> None:
     data = ensure_shapes_restore_dataset(tmp_path / "data", kind="sr2", n_train=2, n_val=2, imgsz=64)
+    cfg = load_restore_data(data)  # the x2 demo: 64 px HQ, 32 px LQ
+    assert cfg.scale == 2 and check_pair(*cfg.train[0], scale=2) == (32, 32)
     torch.manual_seed(0)
     model = LibreYOLO("LibreSwinIRlight_x2-restore.pt", pretrained=False)
     res = model.train(data=str(data), epochs=1, imgsz=32, batch=2, workers=0, project=str(tmp_path / "runs"),
