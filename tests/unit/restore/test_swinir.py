@@ -3,7 +3,8 @@ functional forward written from the paper and the reference's layout (official k
 fabricated state dict), arbitrary input sizes (reflection padding to the window, the shift mask of
 the actual grid, the crop), the fused-attention flag (off by default, one shared attention layer),
 a dynamic-size ONNX export, and the user path (predict, train on the x2 demo, val, reload). The
-ONNX contract and the family declarations: tests/contract."""
+ONNX contract and the family declarations: tests/contract; fidelity against the reference network
+(spandrel): test_swinir_spandrel.py."""
 
 from __future__ import annotations
 
