@@ -191,7 +191,7 @@ def run_row(fam: type, size: str, amp: torch.dtype | None, *, batch: int, imgsz:
     model = fam(size=size, nc=6)
     base = model.net.to(device).train()
     make = {"probs": classify_batch, "semantic": semantic_batch, "depth": depth_batch, "masks": segment_batch,
-            "restore": functools.partial(restore_batch, scale=int(getattr(fam, "SCALE", 1)))}.get(
+            "restore": functools.partial(restore_batch, scale=int(getattr(model, "SCALE", 1)))}.get(
         getattr(fam, "OUTPUT_KIND", "boxes"), synthetic_batch)
     data = make(batch=batch, imgsz=imgsz, nc=6, seed=1, device=device)
     nets = [copy.deepcopy(base) for _ in range(3)]

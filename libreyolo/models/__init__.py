@@ -23,6 +23,7 @@ from .rtmdet.family import RTMDet
 from .segformer.family import SegFormer
 from .siglip2.family import SigLIP2
 from .swin.family import Swin
+from .swinir.family import SwinIR
 from .vit.family import ViT
 from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
@@ -61,3 +62,4 @@ register_family(NAFNet)
 register_family(ESRGAN)
 register_family(YOLO9Seg)
 register_family(YOLONAS)
+register_family(SwinIR)

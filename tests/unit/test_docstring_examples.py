@@ -45,7 +45,8 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models._vit.towers", "libreyolo.models._vit.zero_shot", "libreyolo.models._vit.tower_convert",
            "libreyolo.models._vit.text_embeddings",
            "libreyolo.models._yolonas.blocks", "libreyolo.models.yolonas.nn", "libreyolo.models.yolonas.convert",
-           "libreyolo.models.yolonas.family")
+           "libreyolo.models.yolonas.family",
+           "libreyolo.layers.window_attention", "libreyolo.models.swinir.nn", "libreyolo.models.swinir.convert")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
