@@ -21,7 +21,7 @@ without objects.
 An item: ``img`` Tensor[3, S, S] uint8 RGB (letterboxed; training: randomly scaled and placed,
 colour-jittered, flipped), ``cls`` Tensor[n] int64, ``bboxes`` Tensor[n, 4] float32 (cx, cy, w, h
 normalised to S), ``keypoints`` Tensor[n, K, 3] float32 (x, y normalised to S, v), plus
-``ori_shape``, ``ratio_pad``, ``im_file``. A horizontal flip mirrors x and permutes the keypoints
+``ori_shape``, ``ratio_pad``, ``im_file`` and ``kpt_sigmas`` (the yaml's, or ``None``). A horizontal flip mirrors x and permutes the keypoints
 by ``flip_idx``; a vertical flip mirrors y only. Boxes are clipped to the canvas (an object whose
 box is cut to under 2 pixels is dropped) and keypoints that leave it become v = 0.
 """
@@ -158,13 +158,14 @@ class PoseDataset(Dataset):
     def __init__(self, files: list[Path], *, imgsz: int, nc: int, kpt_shape: tuple[int, int],
                  flip_idx: list[int] | None = None, augment: bool = False, scale: tuple[float, float] = (0.5, 1.5),
                  fliplr: float = 0.5, flipud: float = 0.0, hsv_h: float = 0.015, hsv_s: float = 0.7,
-                 hsv_v: float = 0.4, prefix: str = "") -> None:
+                 hsv_v: float = 0.4, kpt_sigmas: list[float] | None = None, prefix: str = "") -> None:
         if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < 8:
             raise ConfigError(f"imgsz must be an int >= 8, got {imgsz!r}")
         self.files = [Path(f) for f in files]
         self.imgsz, self.nc, self.augment, self.prefix = imgsz, int(nc), augment, prefix
         self.kpt_shape = (int(kpt_shape[0]), int(kpt_shape[1]))
         self.flip_idx = list(flip_idx) if flip_idx is not None else None
+        self.kpt_sigmas = list(kpt_sigmas) if kpt_sigmas is not None else None
         if augment and fliplr > 0 and self.flip_idx is None:
             logger.warning("%sthe dataset yaml has no flip_idx: horizontal flips are off (a flip must swap left "
                            "and right keypoints)", prefix)
@@ -177,6 +178,8 @@ class PoseDataset(Dataset):
 
     def set_seed(self, seed: int) -> None:
         self._state[1] = int(seed)
+
+    mosaic_enabled = False  # no mosaic for this task
 
     def close_mosaic(self) -> None:
         """No mosaic for this task (the trainer's hook does nothing)."""
@@ -234,13 +237,14 @@ class PoseDataset(Dataset):
         return {"img": torch.from_numpy(np.ascontiguousarray(canvas)).permute(2, 0, 1).contiguous(),
                 "cls": torch.from_numpy(cls), "bboxes": torch.from_numpy(xywh.astype(np.float32)),
                 "keypoints": torch.from_numpy(kp.astype(np.float32)), "ori_shape": (h, w),
-                "ratio_pad": ((nw / w, nh / h), (ox, oy)), "im_file": str(f)}
+                "ratio_pad": ((nw / w, nh / h), (ox, oy)), "im_file": str(f), "kpt_sigmas": self.kpt_sigmas}
 
 
 def collate_pose(items: list[dict[str, Any]]) -> dict[str, Any]:
     """Stack items: ``img`` Tensor[B, 3, S, S] uint8, ``batch_idx`` Tensor[N] (image of each
     object, images in order), ``cls`` Tensor[N], ``bboxes`` Tensor[N, 4], ``keypoints``
-    Tensor[N, K, 3]; ``ori_shape``, ``ratio_pad``, ``im_file`` as lists."""
+    Tensor[N, K, 3]; ``ori_shape``, ``ratio_pad``, ``im_file`` as lists; ``kpt_sigmas`` (the
+    dataset's OKS sigmas, or ``None``) once."""
     if not items:
         raise ValueError("collate_pose got an empty list of items")
     counts = torch.tensor([int(it["cls"].shape[0]) for it in items], dtype=torch.int64)
@@ -248,7 +252,8 @@ def collate_pose(items: list[dict[str, Any]]) -> dict[str, Any]:
             "batch_idx": torch.repeat_interleave(torch.arange(len(items), dtype=torch.int64), counts),
             "cls": torch.cat([it["cls"] for it in items]), "bboxes": torch.cat([it["bboxes"] for it in items]),
             "keypoints": torch.cat([it["keypoints"] for it in items]),
-            **{k: [it[k] for it in items] for k in ("ori_shape", "ratio_pad", "im_file")}}
+            **{k: [it[k] for it in items] for k in ("ori_shape", "ratio_pad", "im_file")},
+            "kpt_sigmas": items[0].get("kpt_sigmas")}
 
 
 def _pose_keys(doc: dict[str, Any], yaml_path: Path) -> dict[str, Any]:
