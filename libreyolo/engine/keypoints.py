@@ -35,9 +35,9 @@ class Keypoints:
     Properties are computed when read, from :attr:`data`.
 
     Example:
-        >>> k = Keypoints(torch.tensor([[[10.0, 20.0, 0.9], [30.0, 40.0, 0.2]]]), (50, 100), skeleton=[[0, 1]])
+        >>> k = Keypoints(torch.tensor([[[10.0, 20.0, 0.5], [30.0, 40.0, 0.25]]]), (50, 100), skeleton=[[0, 1]])
         >>> k.xy.tolist(), k.xyn.tolist(), k.conf.tolist(), k.shape, len(k)
-        ([[[10.0, 20.0], [30.0, 40.0]]], [[[0.1, 0.4], [0.3, 0.8]]], [[0.9, 0.2]], (1, 2, 3), 1)
+        ([[[10.0, 20.0], [30.0, 40.0]]], [[[0.10000000149011612, 0.4000000059604645], [0.30000001192092896, 0.800000011920929]]], [[0.5, 0.25]], (1, 2, 3), 1)
     """
 
     def __init__(self, data: Tensor | np.ndarray, orig_shape: tuple[int, int], *,

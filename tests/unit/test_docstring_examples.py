@@ -43,7 +43,11 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.yolo9_seg.nn", "libreyolo.models.yolo9_seg.postprocess",
            "libreyolo.models.yolo9_seg.loss", "libreyolo.models.yolo9_seg.convert",
            "libreyolo.models._vit.towers", "libreyolo.models._vit.zero_shot", "libreyolo.models._vit.tower_convert",
-           "libreyolo.models._vit.text_embeddings")
+           "libreyolo.models._vit.text_embeddings",
+           "libreyolo.data.pose", "libreyolo.data.shapes_pose", "libreyolo.ops.keypoints", "libreyolo.engine.keypoints",
+           "libreyolo.tasks.pose", "libreyolo.tasks.pose.scoring", "libreyolo.models.yolo9_pose.nn",
+           "libreyolo.models.yolo9_pose.postprocess", "libreyolo.models.yolo9_pose.loss",
+           "libreyolo.models.yolo9_pose.convert")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
@@ -75,6 +79,10 @@ REQUIRED = (
     "libreyolo.data.segment.parse_polygon_file", "libreyolo.data.segment.load_segment_data",
     "libreyolo.data.shapes_seg.ensure_shapes_seg_dataset", "libreyolo.engine.masks.Masks",
     "libreyolo.tasks.segment.masks.to_original", "libreyolo.tasks.segment.scoring.mask_map",
+    "libreyolo.data.pose.parse_pose_file", "libreyolo.data.pose.load_pose_data", "libreyolo.data.pose.flip_keypoints_lr",
+    "libreyolo.data.shapes_pose.ensure_shapes_pose_dataset", "libreyolo.engine.keypoints.Keypoints",
+    "libreyolo.tasks.pose.keypoints_to_original", "libreyolo.tasks.pose.scoring.keypoint_map",
+    "libreyolo.ops.keypoints.metric_sigmas",
     "libreyolo.training.config.TrainConfig",
     "libreyolo.registry.families", "libreyolo.registry.get_family", "libreyolo.registry.parse_weights_name",
     "libreyolo.bench.run.run_benchmark",
