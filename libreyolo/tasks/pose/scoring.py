@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from torch import Tensor
 
 from ...ops.keypoints import metric_sigmas
@@ -46,8 +45,8 @@ class PoseScorer:
         h_in, w_in = input_hw
         bidx = batch["batch_idx"].cpu()
         gt_k = batch["keypoints"].cpu().float()
-        box_images = self.boxes.images[-len(outputs):]
-        for i, ((det, kp), im) in enumerate(zip(outputs, box_images, strict=True)):
+        box_images = self.boxes.images[len(self.boxes.images) - len(outputs):]  # what boxes.add just appended
+        for i, ((_, kp), im) in enumerate(zip(outputs, box_images, strict=True)):
             oh, ow = (int(v) for v in batch["ori_shape"][i])
             ratio, pad = _ratio_pad(batch["ratio_pad"][i])
             g = gt_k[bidx == i].clone()

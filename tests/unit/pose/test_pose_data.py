@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from libreyolo.data.pose import (PoseDataset, collate_pose, flip_keypoints_lr, load_pose_data, parse_pose_file)
+from libreyolo.data.pose import (
+    PoseDataset,
+    collate_pose,
+    flip_keypoints_lr,
+    load_pose_data,
+    parse_pose_file,
+)
 from libreyolo.data.shapes_pose import FLIP_IDX, ensure_shapes_pose_dataset, render_pose_scene
 from libreyolo.errors import DatasetError
 
