@@ -141,3 +141,23 @@ def test_shapes_pose_is_deterministic_and_flip_idx_fits_its_geometry(tmp_path: P
     for f in cfg.train:
         lab = Path(str(f).replace("/images/", "/labels/")).with_suffix(".txt")
         assert parse_pose_file(lab, nc=2, kpt_shape=(5, 3))[0].size >= 1
+
+
+def test_without_flip_idx_horizontal_flips_are_off(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = load_pose_data(str(_yaml(tmp_path, "kpt_shape: [3, 3]\n")))
+    assert cfg.flip_idx is None
+    with caplog.at_level("WARNING"):
+        ds = PoseDataset(cfg.train, imgsz=64, nc=2, kpt_shape=(3, 3), augment=True, fliplr=1.0, scale=(1.0, 1.0),
+                         hsv_h=0.0, hsv_s=0.0, hsv_v=0.0)
+    assert ds.flips[0] == 0.0 and "no flip_idx" in caplog.text
+    plain = PoseDataset(cfg.train, imgsz=64, nc=2, kpt_shape=(3, 3), augment=True, fliplr=0.0, scale=(1.0, 1.0),
+                        hsv_h=0.0, hsv_s=0.0, hsv_v=0.0)
+    assert torch.equal(ds[0]["keypoints"], plain[0]["keypoints"])
+
+
+def test_a_detection_model_is_told_shapes_pose_is_a_pose_dataset() -> None:
+    from libreyolo.data.config import load_data_config
+
+    with pytest.raises(DatasetError, match="is a pose dataset"):
+        load_data_config("shapes-pose")
+
