@@ -6,9 +6,10 @@ OKS (COCO): for a predicted and a ground-truth keypoint set of one object,
 distance, ``s^2`` the object's area and ``k_i = 2 * sigma_i``. Sigmas:
 
 - K = 17: COCO's person sigmas (:data:`COCO_SIGMAS`), for training and validation.
-- other K, validation: a uniform ``sigma = 0.025`` (:data:`UNIFORM_SIGMA`), COCO's value for its
-  most precisely defined landmarks (eyes, nose): a point keypoint such as a corner is as sharp.
-  A dataset yaml may give its own ``kpt_sigmas`` list instead.
+- other K, validation: a uniform sigma equal to the mean of COCO's 17 (:data:`UNIFORM_SIGMA`,
+  0.0669): every keypoint is held to the strictness of an average COCO landmark, whatever K is
+  (COCO's sharpest, eyes and nose, are 0.025; its loosest, hips, 0.107). A dataset yaml may give
+  its own ``kpt_sigmas`` list instead.
 - other K, training loss: a uniform ``1 / K`` (Ultralytics' choice for its pose loss): much wider,
   so that the loss still has a gradient for the far-off keypoints of an untrained head.
 """
@@ -23,7 +24,7 @@ from torch import Tensor
 #: COCO's 17 person-keypoint sigmas (nose, eyes, ears, shoulders, elbows, wrists, hips, knees, ankles)
 COCO_SIGMAS = (0.026, 0.025, 0.025, 0.035, 0.035, 0.079, 0.079, 0.072, 0.072, 0.062, 0.062, 0.107, 0.107,
                0.087, 0.087, 0.089, 0.089)
-UNIFORM_SIGMA = 0.025
+UNIFORM_SIGMA = round(sum(COCO_SIGMAS) / len(COCO_SIGMAS), 4)  # 0.0669
 
 
 def metric_sigmas(nkpt: int, given: Sequence[float] | None = None) -> list[float]:
@@ -31,7 +32,7 @@ def metric_sigmas(nkpt: int, given: Sequence[float] | None = None) -> list[float
 
     Example:
         >>> metric_sigmas(17)[:2], metric_sigmas(3), metric_sigmas(2, [0.1, 0.2])
-        ([0.026, 0.025], [0.025, 0.025, 0.025], [0.1, 0.2])
+        ([0.026, 0.025], [0.0669, 0.0669, 0.0669], [0.1, 0.2])
     """
     if given is not None:
         return [float(s) for s in given]

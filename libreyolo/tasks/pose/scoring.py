@@ -7,7 +7,7 @@
   COCO's 20 detections per image) in original pixels: keys ``kpt_mAP50-95``, ``kpt_mAP50``. The
   object area of OKS is the ground-truth box area times 0.53 (Ultralytics' stand-in for the
   segment area COCO uses); ground truth without a labelled keypoint is ignored, as in COCO.
-  Sigmas: the dataset's ``kpt_sigmas``, else COCO's for K = 17, else a uniform 0.025
+  Sigmas: the dataset's ``kpt_sigmas``, else COCO's for K = 17, else a uniform 0.0669 (COCO's mean)
   (:func:`libreyolo.ops.keypoints.metric_sigmas`).
 - fitness: the mean of the box fitness and the keypoint fitness (each ``0.1 * mAP50 + 0.9 * mAP50-95``).
 """

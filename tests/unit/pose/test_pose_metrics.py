@@ -29,9 +29,14 @@ def test_perfect_prediction_scores_one_and_a_shift_scores_lower() -> None:
     sig = metric_sigmas(5)
     perfect = keypoint_map([_image(_shift(0.0))], {0: "a"}, sig)
     assert perfect == {"map": 1.0, "map50": 1.0}
-    scores = [keypoint_map([_image(_shift(d))], {0: "a"}, sig)["map"] for d in (0.5, 1.0, 2.0, 8.0)]
-    assert 1.0 > scores[0] >= scores[1] >= scores[2] >= scores[3] and scores[3] == 0.0
-    assert scores[0] > 0.0  # half a pixel on a 40 px square still matches at the loose thresholds
+    scores = [keypoint_map([_image(_shift(d))], {0: "a"}, sig)["map"] for d in (1.5, 2.0, 3.0, 12.0)]
+    assert 1.0 > scores[0] > scores[1] > scores[2] > scores[3] == 0.0
+    # OKS of a shift d on this 40 px square (area 0.53 * 40^2): exp(-d^2 / (2 * area * (2 sigma)^2));
+    # mAP50-95 is the share of the ten thresholds 0.5..0.95 it clears
+    area, k2 = 0.53 * 40 * 40, (2 * sig[0]) ** 2
+    for d, s in zip((1.5, 2.0, 3.0), scores, strict=False):
+        oks = float(np.exp(-d * d / (2 * area * k2)))
+        assert s == pytest.approx(float((np.linspace(0.5, 0.95, 10) <= oks + 1e-12).mean()), abs=1e-6)
 
 
 def test_unlabelled_keypoints_do_not_count_and_missing_predictions_cost_recall() -> None:
@@ -44,7 +49,7 @@ def test_unlabelled_keypoints_do_not_count_and_missing_predictions_cost_recall()
 
 
 def test_sigma_choice() -> None:
-    assert metric_sigmas(17) == list(COCO_SIGMAS) and metric_sigmas(4) == [0.025] * 4
+    assert metric_sigmas(17) == list(COCO_SIGMAS) and metric_sigmas(4) == [pytest.approx(np.mean(COCO_SIGMAS), abs=1e-4)] * 4
     assert metric_sigmas(2, [0.1, 0.3]) == [0.1, 0.3] and loss_sigmas(4) == [0.25] * 4
     # wider sigmas forgive more: the same 2 px error scores higher with the dataset's own 0.1
     assert (keypoint_map([_image(_shift(2.0))], {0: "a"}, [0.1] * 5)["map"]
