@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np  # noqa: F401 - the docstring example uses it
 from torch import Tensor
 
 from ...ops.keypoints import metric_sigmas
