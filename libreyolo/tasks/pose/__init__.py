@@ -9,6 +9,14 @@ postprocess). ``Results.boxes`` holds the detections in original pixels, ``Resul
 (:class:`~libreyolo.engine.keypoints.Keypoints`) Tensor[N, K, 3] in original pixels, clipped to
 the image, with the family's skeleton (the one the training data gave) for plotting.
 
+What a pose family supplies (the contract a second family, e.g. YOLO-NAS-Pose, implements):
+``TASKS = ("pose",)``, ``OUTPUT_KIND = "keypoints"``; ``nkpt`` (keypoints per object) and
+``skeleton`` (pairs of keypoint indices, or ``None``) attributes; ``build_net(..., nkpt=,
+skeleton=)`` and ``set_arch(nkpt=, skeleton=)`` with both in its ``arch`` (so that training
+rebuilds the head for the data's K and checkpoints / exports keep it); ``postprocess`` rows as
+above; a criterion reading the batch of :func:`~libreyolo.data.pose.collate_pose` (``keypoints``
+Tensor[N, K, 3], x, y normalised to the input, v). Nothing here names a family.
+
 Datasets are YOLO layouts with pose labels and ``kpt_shape`` / ``flip_idx`` in the yaml
 (:mod:`libreyolo.data.pose`); the built-in demo is ``data="shapes-pose"``. Training on data whose
 ``kpt_shape`` differs from the model's rebuilds the head (:meth:`PoseTask.data_arch`).
