@@ -29,6 +29,26 @@ from .._gelan.loss import YOLO9Loss
 from .nn import decode_keypoints
 
 
+def assigned_rows(batch_idx: Tensor, fg_mask: Tensor, gt_idx: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The foreground anchors of an assignment and the batch row of the object each was assigned to.
+
+    batch_idx (Tensor[N]): image of each object, images in order (the collate order); fg_mask,
+    gt_idx (Tensor[B, A]): the assigner's. Returns (image index, anchor index, object row), each
+    Tensor[F] int64. Synchronises with the host (``nonzero``).
+
+    Example:
+        >>> fg = torch.tensor([[False, True], [True, False]]); gi = torch.tensor([[0, 1], [0, 0]])
+        >>> [t.tolist() for t in assigned_rows(torch.tensor([0, 0, 1]), fg, gi)]
+        [[0, 1], [1, 0], [1, 2]]
+    """
+    bsz = fg_mask.shape[0]
+    idx = batch_idx.to(fg_mask.device).long().reshape(-1)
+    counts = torch.bincount(idx, minlength=bsz)
+    first = torch.cumsum(counts, 0) - counts
+    b_idx, a_idx = fg_mask.nonzero(as_tuple=True)
+    return b_idx, a_idx, first[b_idx] + gt_idx[b_idx, a_idx]
+
+
 class YOLO9PoseLoss(YOLO9Loss):
     """``criterion(preds, batch) -> (loss, loss_items)``.
 
@@ -70,21 +90,17 @@ class YOLO9PoseLoss(YOLO9Loss):
     def _keypoint_terms(self, raw: Tensor, batch: dict[str, Any], ctx: dict[str, Any],
                         shapes: list[tuple[int, int]]) -> tuple[Tensor, Tensor]:
         t = ctx["assignment"]
-        bsz, _, n_anchor = raw.shape
         zero = raw.sum() * 0.0  # keeps the branch in the graph when nothing is foreground
         kpts = batch.get("keypoints")
         if kpts is None or kpts.shape[0] == 0:
             return zero, zero
         dev = raw.device
         kpts = kpts.to(dev, non_blocking=True).float()
-        idx = batch["batch_idx"].to(dev).long().reshape(-1)
-        counts = torch.bincount(idx, minlength=bsz)
-        first = torch.cumsum(counts, 0) - counts
-        b_idx, a_idx = t.fg_mask.nonzero(as_tuple=True)  # host sync (module docstring)
+        b_idx, a_idx, rows = assigned_rows(batch["batch_idx"], t.fg_mask, t.gt_idx)  # host sync (module docstring)
         if b_idx.numel() == 0:
             return zero, zero
         h_in, w_in = ctx["img_hw"]
-        gt = kpts[first[b_idx] + t.gt_idx[b_idx, a_idx]]  # (F, K, 3): the assigned object's keypoints
+        gt = kpts[rows]  # (F, K, 3): the assigned object's keypoints
         gt_xy = gt[..., :2] * torch.tensor([w_in, h_in], device=dev, dtype=torch.float32)
         vis = (gt[..., 2] > 0).float()  # (F, K)
         points, stride_t, _, _ = self._anchors(shapes, dev)

@@ -8,8 +8,9 @@ import torch
 
 from libreyolo.errors import ConfigError
 from libreyolo.model import Model
-from libreyolo.models.yolo9_pose.loss import YOLO9PoseLoss
+from libreyolo.models.yolo9_pose.loss import YOLO9PoseLoss, assigned_rows
 from libreyolo.models.yolo9_pose.nn import build_yolo9_pose, decode_keypoints
+from libreyolo.ops.keypoints import keypoint_similarity
 from libreyolo.registry import families
 
 # nc=80, nkpt=17, unfused; box_groups=1 equals Ultralytics' yolov9{t,s}.yaml with a Pose(nc, [17, 3])
@@ -85,3 +86,30 @@ def test_postprocess_columns_and_family_arch() -> None:
     assert bool((dets[0][:, 5] == 1).all()) and bool(((dets[0][:, 8::3] > 0) & (dets[0][:, 8::3] < 1)).all())
     with pytest.raises(ConfigError, match="expects 3 levels"):
         model.postprocess([torch.zeros(1, 5, 2, 2)], conf=0.0, iou=0.7, classes=None, max_det=6, agnostic=False)
+
+
+def test_each_foreground_anchor_learns_the_keypoints_of_the_box_it_was_assigned() -> None:
+    torch.manual_seed(0)
+    net = build_yolo9_pose(size="t", nc=2, nkpt=3).train()
+    crit = YOLO9PoseLoss(net)
+    # image 0: two objects, image 1: one; the second object of image 0 and the one of image 1 overlap in place
+    boxes = torch.tensor([[0.25, 0.25, 0.3, 0.3], [0.7, 0.7, 0.4, 0.4], [0.7, 0.7, 0.4, 0.4]])
+    batch = {"batch_idx": torch.tensor([0, 0, 1]), "cls": torch.tensor([0, 1, 1]), "bboxes": boxes,
+             "keypoints": torch.rand(3, 3, 3)}
+    preds = net(torch.rand(2, 3, 64, 64))
+    *_, ctx = crit.terms([p[:, :4 * 16 + 2] for p in preds], batch)
+    t = ctx["assignment"]
+    b, a, rows = assigned_rows(batch["batch_idx"], t.fg_mask, t.gt_idx)
+    assert b.numel() > 0 and set(b.tolist()) == {0, 1}
+    assert bool((batch["batch_idx"][rows] == b).all())  # an anchor's object is in its own image
+    cx, cy, w, h = (boxes[rows] * 64).unbind(1)
+    mine = torch.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1)
+    assert torch.allclose(t.bboxes[b, a].float(), mine, atol=1e-4)  # ...and the box it was assigned
+
+
+def test_the_location_term_is_scale_free() -> None:
+    g = torch.rand(4, 5, 2) * 50
+    p = g + torch.randn(4, 5, 2)
+    area, sig = torch.rand(4) * 900 + 100, torch.full((5,), 0.2)
+    assert torch.allclose(keypoint_similarity(p, g, area, sig), keypoint_similarity(p * 3, g * 3, area * 9, sig))
+
