@@ -46,6 +46,12 @@ class PoseScorer:
         h_in, w_in = input_hw
         bidx = batch["batch_idx"].cpu()
         gt_k = batch["keypoints"].cpu().float()
+        k_model = int(outputs[0][1].shape[1]) if outputs else int(gt_k.shape[1])
+        if k_model != int(gt_k.shape[1]):
+            from ...errors import ConfigError
+
+            raise ConfigError(f"the model predicts {k_model} keypoints per object but the data has {gt_k.shape[1]} "
+                              "(kpt_shape); validate on data of the model's kpt_shape, or train the model on this data")
         box_images = self.boxes.images[len(self.boxes.images) - len(outputs):]  # what boxes.add just appended
         for i, ((_, kp), im) in enumerate(zip(outputs, box_images, strict=True)):
             oh, ow = (int(v) for v in batch["ori_shape"][i])

@@ -98,6 +98,13 @@ def test_weights_name_and_short_train_then_val(tmp_path: Path) -> None:
     assert r.keypoints.shape == (2, 5, 3) and r.keypoints.skeleton == [[0, 1], [1, 2], [2, 3], [3, 0], [2, 4], [3, 4]]
 
 
+def test_val_refuses_data_of_another_keypoint_count(tmp_path: Path) -> None:
+    data = ensure_shapes_pose_dataset(tmp_path / "ds", n_train=1, n_val=1, imgsz=64)
+    model = Model(families()["yolo9_pose"](size="t", nc=2))  # 17 keypoints; the data has 5
+    with pytest.raises(ConfigError, match="predicts 17 keypoints per object but the data has 5"):
+        model.val(data=str(data), imgsz=64, batch=1, workers=0, verbose=False, plots=False)
+
+
 def test_exported_model_keeps_the_keypoint_count(tmp_path: Path) -> None:
     from libreyolo import LibreYOLO
 
