@@ -29,6 +29,7 @@ from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
 from .yolo9_e2e.family import YOLO9E2E
 from .yolo9_p2.family import YOLO9P2
+from .yolo9_pose.family import YOLO9Pose
 from .yolo9_seg.family import YOLO9Seg
 from .yolonas.family import YOLONAS
 from .yolox.family import YOLOX
@@ -63,3 +64,4 @@ register_family(ESRGAN)
 register_family(YOLO9Seg)
 register_family(YOLONAS)
 register_family(SwinIR)
+register_family(YOLO9Pose)
