@@ -1,0 +1,129 @@
+"""transformers ``DeformableDetrForObjectDetection`` weights (``model_type`` ``deformable_detr``)
+onto our Deformable DETR.
+
+Key mapping (transformers 5.x names; the 4.x names ``backbone.conv_encoder.model``, layer-level
+``fc1``/``fc2`` and ``self_attn.out_proj`` are read too):
+
+* ``model.backbone.model.*`` (timm ResNet, the torchvision layout) -> ``backbone.*``;
+* ``model.input_proj`` / ``model.level_embed`` -> ``encoder.input_proj`` / ``encoder.level_embed``;
+* encoder layer ``self_attn`` (same sub-names), ``self_attn_layer_norm`` -> ``norm1``,
+  ``final_layer_norm`` -> ``norm2``, ``mlp.fc1/fc2`` -> ``ffn.linear1/linear2``;
+* decoder layer ``self_attn.{q,k,v}_proj`` -> ``self_attn.in_proj_weight/bias`` (concatenated
+  q, k, v), ``o_proj`` -> ``out_proj``, ``encoder_attn`` -> ``cross_attn``, norms -> ``norm1..3``;
+* ``model.query_position_embeddings`` -> ``decoder.query_embed``, ``model.reference_points`` ->
+  ``decoder.reference_points``; ``class_embed.0`` / ``bbox_embed.0`` -> the shared heads (the
+  other indices are tied copies; untied ones mean box refinement, which is not this variant).
+
+Two-stage and box-refinement checkpoints are refused with a :class:`CheckpointError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
+from ...errors import CheckpointError
+
+SOURCES = ("transformers",)
+ARCHS = ("deformable_detr",)
+__all__ = ["SOURCES", "match", "convert_state_dict", "rename_key"]
+
+_RULES: tuple[tuple[str, str], ...] = (
+    (r"^model\.backbone\.(?:conv_encoder\.)?model\.", "backbone."),
+    (r"^model\.input_proj\.", "encoder.input_proj."),
+    (r"^model\.level_embed$", "encoder.level_embed"),
+    (r"^model\.query_position_embeddings\.", "decoder.query_embed."),
+    (r"^model\.reference_points\.", "decoder.reference_points."),
+    (r"^class_embed\.0\.", "decoder.class_embed."),
+    (r"^bbox_embed\.0\.", "decoder.bbox_embed."),
+    (r"^model\.(encoder|decoder)\.layers\.(\d+)\.", r"\1.layers.\2."),
+)
+_ENCODER_LAYER = {"self_attn_layer_norm.": "norm1.", "final_layer_norm.": "norm2."}
+_DECODER_LAYER = {"self_attn_layer_norm.": "norm1.", "encoder_attn_layer_norm.": "norm2.",
+                  "final_layer_norm.": "norm3.", "encoder_attn.": "cross_attn.",
+                  "self_attn.o_proj.": "self_attn.out_proj."}
+_FFN = {"mlp.fc1.": "ffn.linear1.", "mlp.fc2.": "ffn.linear2.", "fc1.": "ffn.linear1.", "fc2.": "ffn.linear2."}
+
+
+def rename_key(key: str) -> str | None:
+    """Our name for one reference key (``None``: a tied duplicate to drop). The decoder's separate
+    q/k/v projections are merged by :func:`convert_state_dict`."""
+    if re.match(r"^(class_embed|bbox_embed)\.[1-9]\d*\.", key):
+        return None
+    for pattern, repl in _RULES:
+        new, n = re.subn(pattern, repl, key)
+        if n:
+            key = new
+            break
+    m = re.match(r"^(encoder|decoder)\.layers\.\d+\.", key)
+    if m:
+        head, rest = key[: m.end()], key[m.end():]
+        table = {**(_ENCODER_LAYER if m[1] == "encoder" else _DECODER_LAYER), **_FFN}
+        for old, new in table.items():
+            if rest.startswith(old):
+                rest = new + rest[len(old):]
+                break
+        key = head + rest
+    return key
+
+
+def _check_variant(src: Mapping[str, Tensor]) -> None:
+    if any(k.startswith(("model.enc_output", "model.pos_trans")) for k in src):
+        raise CheckpointError("this is a two-stage Deformable DETR; libreyolo has the plain (single-scale query) "
+                              "variant only")
+    for head in ("class_embed", "bbox_embed"):
+        for k, v in src.items():
+            if m := re.match(rf"^{head}\.([1-9]\d*)\.(.+)$", k):
+                base = src.get(f"{head}.0.{m[2]}")
+                if base is None or base.shape != v.shape or not torch.equal(base, v):
+                    raise CheckpointError(f"'{k}' differs from '{head}.0.{m[2]}': per-layer heads (box refinement) "
+                                          "are not the plain variant libreyolo has")
+    if any(k.startswith("model.decoder.bbox_embed") for k in src):
+        raise CheckpointError("this Deformable DETR uses iterative box refinement; libreyolo has the plain variant only")
+
+
+def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:
+    """transformers Deformable DETR state dict -> ours, shapes checked (the first misfit named)."""
+    _check_variant(src)
+    out: dict[str, Tensor] = {}
+    qkv: dict[str, dict[str, Tensor]] = {}
+    for key, value in src.items():
+        if key.endswith("num_batches_tracked"):
+            continue
+        new = rename_key(key)
+        if new is None:
+            continue
+        if m := re.match(r"^(decoder\.layers\.\d+\.self_attn\.)([qkv])_proj\.(weight|bias)$", new):
+            qkv.setdefault(m[1] + "in_proj_" + m[3], {})[m[2]] = value
+            continue
+        out[new] = value
+    for key, parts in qkv.items():
+        if set(parts) != {"q", "k", "v"}:
+            raise CheckpointError(f"'{key}': the reference has only the {sorted(parts)} projections")
+        out[key] = torch.cat([parts["q"], parts["k"], parts["v"]], 0)
+    for key, value in out.items():
+        if key not in own:
+            raise CheckpointError(f"reference tensor for '{key}' has no place in this network")
+        if tuple(own[key].shape) != tuple(value.shape):
+            raise CheckpointError(f"'{key}': reference shape {tuple(value.shape)} vs ours {tuple(own[key].shape)}")
+    missing = [k for k in own if k not in out]
+    if missing:
+        raise CheckpointError(f"the reference has no tensor for '{missing[0]}' ({len(missing)} missing)")
+    return out
+
+
+def match(fw: object) -> tuple[str, int] | None:
+    """``(size, nc)`` for a transformers Deformable DETR with a ResNet-50 backbone, else ``None``."""
+    if str(getattr(fw, "arch", "")).lower() not in ARCHS:
+        return None
+    sd: Mapping[str, Tensor] = getattr(fw, "state_dict", {})
+    blocks = {int(m[1]) for k in sd if (m := re.match(r"model\.backbone\.(?:conv_encoder\.)?model\.layer3\.(\d+)\.conv3\.", k))}
+    enc = {int(m[1]) for k in sd if (m := re.match(r"model\.encoder\.layers\.(\d+)\.", k))}
+    dec = {int(m[1]) for k in sd if (m := re.match(r"model\.decoder\.layers\.(\d+)\.", k))}
+    if len(blocks) == 6 and len(enc) == 6 and len(dec) == 6 and "class_embed.0.weight" in sd:
+        return "r50", int(sd["class_embed.0.weight"].shape[0])
+    raise CheckpointError(f"this deformable_detr ({len(blocks)} ResNet stage-3 bottlenecks, {len(enc)} encoder and "
+                          f"{len(dec)} decoder layers) matches none of the sizes: r50 (ResNet-50, 6 + 6 layers)")
