@@ -1,0 +1,118 @@
+"""Deformable DETR against Hugging Face ``transformers`` (``DeformableDetrForObjectDetection``):
+both built offline from the same configuration (random init, fixed seed, every weight and frozen
+BatchNorm statistic perturbed so a swapped tensor cannot hide), ours converted from theirs, both
+run in eval mode in fp32 on the CPU; logits and boxes agree within 1e-5 relative. The reference
+takes ImageNet-normalised pixels, ours [0, 1] RGB (the normalisation is inside our backbone)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _convert_helpers import assert_rel_close
+
+transformers = pytest.importorskip("transformers")
+
+from libreyolo import LibreYOLO  # noqa: E402
+from libreyolo.convert import ForeignWeights, convert_foreign  # noqa: E402
+from libreyolo.errors import CheckpointError  # noqa: E402
+from libreyolo.layers.classify import IMAGENET_MEAN, IMAGENET_STD  # noqa: E402
+from libreyolo.models.deformable_detr.convert import convert_state_dict  # noqa: E402
+from libreyolo.models.deformable_detr.nn import DeformableDETRConfig, DeformableDETRNet  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _portable_attention(monkeypatch: pytest.MonkeyPatch):
+    from libreyolo.kernels import registry
+
+    monkeypatch.setenv("LIBREYOLO_KERNELS", "off")
+    registry.clear_cache()
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+    registry.clear_cache()
+
+
+TINY = dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_ffn_dim=128, decoder_ffn_dim=128, num_queries=20)
+
+
+def _reference(*, nc: int = 5, backbone: str = "resnet18", **kw):
+    from transformers import DeformableDetrConfig, DeformableDetrForObjectDetection
+
+    torch.manual_seed(0)
+    cfg = DeformableDetrConfig(num_labels=nc, use_pretrained_backbone=False, backbone=backbone, **kw)
+    ref = DeformableDetrForObjectDetection(cfg).eval()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, buf in ref.named_buffers():  # frozen BatchNorm: weight, bias, running statistics
+            if name.endswith("running_var"):
+                buf.copy_(torch.rand(buf.shape, generator=g) * 0.5 + 0.75)
+            elif name.endswith("running_mean"):
+                buf.copy_(torch.randn(buf.shape, generator=g) * 0.1)
+            elif name.endswith(".weight"):
+                buf.copy_(torch.rand(buf.shape, generator=g) * 0.25 + 0.5)
+            elif name.endswith(".bias"):
+                buf.copy_(torch.randn(buf.shape, generator=g) * 0.1)
+        for p in ref.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.02)
+    return ref
+
+
+def _outputs(ref, x):
+    """(logits, boxes xyxy pixels) of the reference for our [0, 1] input x."""
+    mean, std = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    h, w = x.shape[-2:]
+    with torch.no_grad():
+        out = ref(pixel_values=(x - mean) / std)
+    cx, cy, bw, bh = out.pred_boxes.unbind(-1)
+    return out.logits, torch.stack([(cx - bw / 2) * w, (cy - bh / 2) * h, (cx + bw / 2) * w, (cy + bh / 2) * h], -1)
+
+
+def _compare(ours, ref, x) -> None:
+    with torch.no_grad():
+        lo, bo = ours(x)
+    lr, br = _outputs(ref, x)
+    assert_rel_close(lo, lr, what="logits")
+    assert_rel_close(bo, br, what="boxes")
+    assert lr.std() > 1e-3 and br.std() > 1e-3  # non-trivial outputs (a constant would compare equal)
+
+
+def test_tiny_config_converted_weights_give_the_same_outputs() -> None:
+    ref = _reference(**TINY)
+    ours = DeformableDETRNet(cfg=DeformableDETRConfig(depth=18, hidden=64, enc_layers=2, dec_layers=2, ffn=128,
+                                                      num_queries=20), nc=5).eval()
+    ours.load_state_dict(convert_state_dict(ref.state_dict(), ours.state_dict()), strict=True)
+    x = torch.rand(2, 3, 96, 160)  # levels 12x20, 6x10, 3x5, 2x3 (the stride-64 level is padded)
+    _compare(ours, ref, x)
+
+
+def test_r50_checkpoint_converts_through_the_dispatcher_and_from_a_hub_folder(tmp_path) -> None:
+    ref = _reference(nc=91, backbone="resnet50")
+    model = convert_foreign(ForeignWeights(source="transformers", arch="deformable_detr", state_dict=ref.state_dict(),
+                                           path="mem"))
+    assert (model.FAMILY, model.size, model.nc) == ("deformable_detr", "r50", 91)
+    x = torch.rand(1, 3, 64, 96)
+    _compare(model.net.eval(), ref, x)
+    folder = tmp_path / "deformable-detr"
+    ref.save_pretrained(str(folder))  # the Hub layout: config.json + model.safetensors
+    loaded = LibreYOLO(str(folder))
+    assert loaded.family.FAMILY == "deformable_detr" and loaded.nc == 91
+    _compare(loaded.net.eval(), ref, x)
+
+
+@pytest.mark.parametrize("variant", [{"two_stage": True, "with_box_refine": True}, {"with_box_refine": True}])
+def test_two_stage_and_box_refinement_checkpoints_are_refused(variant) -> None:
+    ref = _reference(**TINY, **variant)
+    ours = DeformableDETRNet(cfg=DeformableDETRConfig(depth=18, hidden=64, enc_layers=2, dec_layers=2, ffn=128,
+                                                      num_queries=20), nc=5)
+    with pytest.raises(CheckpointError, match="two-stage|refinement"):
+        convert_state_dict(ref.state_dict(), ours.state_dict())
+
+
+def test_other_architectures_do_not_match() -> None:
+    from libreyolo.models.deformable_detr.convert import match
+
+    assert match(ForeignWeights(source="transformers", arch="rt_detr", state_dict={}, path="x")) is None
+    with pytest.raises(CheckpointError, match="matches none"):
+        match(ForeignWeights(source="transformers", arch="deformable_detr", state_dict=_reference(**TINY).state_dict(),
+                             path="x"))
