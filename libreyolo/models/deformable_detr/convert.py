@@ -11,10 +11,13 @@ Key mapping (transformers 5.x names; the 4.x names ``backbone.conv_encoder.model
 * decoder layer ``self_attn.{q,k,v}_proj`` -> ``self_attn.in_proj_weight/bias`` (concatenated
   q, k, v), ``o_proj`` -> ``out_proj``, ``encoder_attn`` -> ``cross_attn``, norms -> ``norm1..3``;
 * ``model.query_position_embeddings`` -> ``decoder.query_embed``, ``model.reference_points`` ->
-  ``decoder.reference_points``; ``class_embed.0`` / ``bbox_embed.0`` -> the shared heads (the
-  other indices are tied copies; untied ones mean box refinement, which is not this variant).
+  ``decoder.reference_points``;
+* plain variant (``r50``): ``class_embed.0`` / ``bbox_embed.0`` -> the shared heads (the other
+  indices must be tied copies); box refinement (``r50refine``, recognised by
+  ``model.decoder.bbox_embed``): ``class_embed.i`` / ``bbox_embed.i`` -> ``decoder.class_embed.i``
+  / ``decoder.bbox_embed.i``, and ``model.decoder.bbox_embed`` (the same tensors) is dropped.
 
-Two-stage and box-refinement checkpoints are refused with a :class:`CheckpointError`.
+Two-stage checkpoints are refused with a :class:`CheckpointError`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from ...errors import CheckpointError
 
 SOURCES = ("transformers",)
 ARCHS = ("deformable_detr",)
-__all__ = ["SOURCES", "match", "convert_state_dict", "rename_key"]
+__all__ = ["SOURCES", "match", "convert_state_dict", "rename_key", "is_refine"]
 
 _RULES: tuple[tuple[str, str], ...] = (
     (r"^model\.backbone\.(?:conv_encoder\.)?model\.", "backbone."),
@@ -48,10 +51,15 @@ _DECODER_LAYER = {"self_attn_layer_norm.": "norm1.", "encoder_attn_layer_norm.":
 _FFN = {"mlp.fc1.": "ffn.linear1.", "mlp.fc2.": "ffn.linear2.", "fc1.": "ffn.linear1.", "fc2.": "ffn.linear2."}
 
 
-def rename_key(key: str) -> str | None:
+def rename_key(key: str, *, refine: bool = False) -> str | None:
     """Our name for one reference key (``None``: a tied duplicate to drop). The decoder's separate
     q/k/v projections are merged by :func:`convert_state_dict`."""
-    if re.match(r"^(class_embed|bbox_embed)\.[1-9]\d*\.", key):
+    if refine:
+        if key.startswith("model.decoder.bbox_embed."):
+            return None
+        if m := re.match(r"^(class_embed|bbox_embed)\.(\d+)\.(.+)$", key):
+            return f"decoder.{m[1]}.{m[2]}.{m[3]}"
+    elif re.match(r"^(class_embed|bbox_embed)\.[1-9]\d*\.", key):
         return None
     for pattern, repl in _RULES:
         new, n = re.subn(pattern, repl, key)
@@ -70,30 +78,40 @@ def rename_key(key: str) -> str | None:
     return key
 
 
-def _check_variant(src: Mapping[str, Tensor]) -> None:
-    if any(k.startswith(("model.enc_output", "model.pos_trans")) for k in src):
-        raise CheckpointError("this is a two-stage Deformable DETR; libreyolo has the plain (single-scale query) "
-                              "variant only")
-    for head in ("class_embed", "bbox_embed"):
-        for k, v in src.items():
-            if m := re.match(rf"^{head}\.([1-9]\d*)\.(.+)$", k):
-                base = src.get(f"{head}.0.{m[2]}")
-                if base is None or base.shape != v.shape or not torch.equal(base, v):
-                    raise CheckpointError(f"'{k}' differs from '{head}.0.{m[2]}': per-layer heads (box refinement) "
-                                          "are not the plain variant libreyolo has")
-    if any(k.startswith("model.decoder.bbox_embed") for k in src):
-        raise CheckpointError("this Deformable DETR uses iterative box refinement; libreyolo has the plain variant only")
+def is_refine(src: Mapping[str, Tensor]) -> bool:
+    """Does this checkpoint use iterative box refinement (``model.decoder.bbox_embed``)?"""
+    return any(k.startswith("model.decoder.bbox_embed.") for k in src)
+
+
+def _check_variant(src: Mapping[str, Tensor], *, refine: bool) -> None:
+    if any(k.startswith(("model.enc_output", "model.pos_trans", "model.decoder.class_embed")) for k in src):
+        raise CheckpointError("this is a two-stage Deformable DETR; libreyolo has the plain and the box-refinement "
+                              "variants only")
+    if is_refine(src) != refine:
+        have, want = ("box-refinement", "plain") if is_refine(src) else ("plain", "box-refinement")
+        raise CheckpointError(f"this is a {have} Deformable DETR checkpoint, the network is the {want} variant")
+    for k, v in src.items():
+        if refine:
+            m = re.match(r"^model\.decoder\.bbox_embed\.(.+)$", k)
+            if m and not torch.equal(src.get(f"bbox_embed.{m[1]}", torch.empty(0)), v):
+                raise CheckpointError(f"'{k}' differs from 'bbox_embed.{m[1]}' (they are one head in the reference)")
+        elif m := re.match(r"^(class_embed|bbox_embed)\.([1-9]\d*)\.(.+)$", k):
+            base = src.get(f"{m[1]}.0.{m[3]}")
+            if base is None or base.shape != v.shape or not torch.equal(base, v):
+                raise CheckpointError(f"'{k}' differs from '{m[1]}.0.{m[3]}': per-layer heads belong to the "
+                                      "box-refinement variant (r50refine)")
 
 
 def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:
     """transformers Deformable DETR state dict -> ours, shapes checked (the first misfit named)."""
-    _check_variant(src)
+    refine = "decoder.class_embed.0.weight" in own
+    _check_variant(src, refine=refine)
     out: dict[str, Tensor] = {}
     qkv: dict[str, dict[str, Tensor]] = {}
     for key, value in src.items():
         if key.endswith("num_batches_tracked"):
             continue
-        new = rename_key(key)
+        new = rename_key(key, refine=refine)
         if new is None:
             continue
         if m := re.match(r"^(decoder\.layers\.\d+\.self_attn\.)([qkv])_proj\.(weight|bias)$", new):
@@ -124,6 +142,6 @@ def match(fw: object) -> tuple[str, int] | None:
     enc = {int(m[1]) for k in sd if (m := re.match(r"model\.encoder\.layers\.(\d+)\.", k))}
     dec = {int(m[1]) for k in sd if (m := re.match(r"model\.decoder\.layers\.(\d+)\.", k))}
     if len(blocks) == 6 and len(enc) == 6 and len(dec) == 6 and "class_embed.0.weight" in sd:
-        return "r50", int(sd["class_embed.0.weight"].shape[0])
+        return ("r50refine" if is_refine(sd) else "r50"), int(sd["class_embed.0.weight"].shape[0])
     raise CheckpointError(f"this deformable_detr ({len(blocks)} ResNet stage-3 bottlenecks, {len(enc)} encoder and "
                           f"{len(dec)} decoder layers) matches none of the sizes: r50 (ResNet-50, 6 + 6 layers)")

@@ -1,4 +1,5 @@
-"""Deformable DETR detection family: size r50 (weights ``LibreDeformableDETRr50.pt``)."""
+"""Deformable DETR detection family: sizes r50 and r50refine (iterative box refinement); weights
+``LibreDeformableDETRr50.pt``, ``LibreDeformableDETRr50refine.pt``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ DECODER_EAGER_REASON = "the Hungarian criterion matches on the host (a device-to
 
 class DeformableDETR(EncoderDecoderFamily):
     """Deformable DETR (arXiv:2010.04159): ResNet-50, deformable encoder over 4 levels, 300 learned
-    queries, 6 + 6 layers, no NMS. The plain variant (no box refinement, no two stage).
+    queries, 6 + 6 layers, no NMS. Sizes: the plain variant and iterative box refinement (no two stage).
 
     Seam (SPEC G-9), as the other DETRs: prediction = backbone+encoder, then decoder+heads (both
     capturable: fixed shapes, no host sync); training = backbone+encoder (capturable), then
@@ -23,7 +24,7 @@ class DeformableDETR(EncoderDecoderFamily):
 
     FAMILY: ClassVar[str] = "deformable_detr"
     NAME_TOKEN: ClassVar[str] = "DeformableDETR"
-    SIZES: ClassVar[tuple[str, ...]] = ("r50",)
+    SIZES: ClassVar[tuple[str, ...]] = ("r50", "r50refine")
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("focal", "l1", "giou")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False

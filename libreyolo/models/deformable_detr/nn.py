@@ -5,9 +5,10 @@ made by a 3x3 stride-2 convolution of the last stage, each projected to ``hidden
 GroupNorm(32) -> a deformable encoder (multi-scale deformable self-attention over all levels, 4
 points per level, FFN, post-norm) -> a decoder of 300 learned queries (``query_embed`` holds the
 query position and the content vector), each layer: self-attention, multi-scale deformable
-cross-attention around a reference point predicted from the query position, FFN. One class head
-and one box head are shared by every decoder layer (the paper's plain variant: no box refinement,
-no two-stage proposals). Both deformable attentions are :class:`~libreyolo.layers.msda.MSDeformAttn`,
+cross-attention around a reference point predicted from the query position, FFN. Plain variant
+(``r50``): one class head and one box head shared by every decoder layer; ``r50refine``: the
+paper's iterative bounding box refinement (per-layer heads, each layer's box is the next layer's
+reference). The two-stage variant is not built. Both deformable attentions are :class:`~libreyolo.layers.msda.MSDeformAttn`,
 so they go through the ``ms_deform_attn`` kernel slot (SPEC K-8).
 
 Forward contract (mode dependent, as the other DETRs, SPEC G-9):
@@ -55,6 +56,7 @@ class DeformableDETRConfig:
     enc_points: int = 4
     dec_points: int = 4
     dropout: float = 0.1
+    box_refine: bool = False  # the paper's iterative bounding box refinement
 
 
 def sine_embedding(h: int, w: int, dim: int, *, device: torch.device | None = None,
@@ -236,7 +238,13 @@ class DecoderLayer(nn.Module):
 
 
 class DeformableDecoder(nn.Module):
-    """Learned queries, decoder layers and the shared class / box heads.
+    """Learned queries, decoder layers and the class / box heads.
+
+    Plain variant: one class head and one box head shared by every layer, every layer samples
+    around the same 2-d reference point. ``box_refine`` (the paper's iterative bounding box
+    refinement): one class head and one box head per layer; each layer's box (the box head's
+    output added to the logit of its input reference, then a sigmoid) becomes the next layer's
+    4-d reference box, detached.
 
     forward(maps): the encoder's maps -> eval: (logits Tensor[B, Q, nc], boxes Tensor[B, Q, 4]
     normalised cxcywh) of the last layer; train: every layer's, stacked (Tensor[layers, B, Q, nc],
@@ -247,24 +255,38 @@ class DeformableDecoder(nn.Module):
         super().__init__()
         d = cfg.hidden
         self.nc, self.hidden, self.num_queries = nc, d, cfg.num_queries
+        self.box_refine = cfg.box_refine
         self.query_embed = nn.Embedding(cfg.num_queries, 2 * d)  # (position | content) per query
         self.reference_points = nn.Linear(d, 2)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))
-        self.class_embed = nn.Linear(d, nc)
-        self.bbox_embed = MLP(d, d, 4, num_layers=3)
+        if self.box_refine:
+            self.class_embed: nn.Module = nn.ModuleList(nn.Linear(d, nc) for _ in range(cfg.dec_layers))
+            self.bbox_embed: nn.Module = nn.ModuleList(MLP(d, d, 4, num_layers=3) for _ in range(cfg.dec_layers))
+        else:
+            self.class_embed = nn.Linear(d, nc)
+            self.bbox_embed = MLP(d, d, 4, num_layers=3)
         self.reset_parameters()
 
+    def _heads(self, i: int) -> tuple[nn.Module, nn.Module]:
+        if self.box_refine:
+            return self.class_embed[i], self.bbox_embed[i]  # type: ignore[index]
+        return self.class_embed, self.bbox_embed
+
     def reset_parameters(self) -> None:
+        """As the reference: classifier bias at prior probability 0.01, the box heads' last layer
+        zero, the first box head's size logits at -2 (initial boxes about 0.12 of the image)."""
         nn.init.xavier_uniform_(self.reference_points.weight, gain=1.0)
         nn.init.zeros_(self.reference_points.bias)
-        nn.init.constant_(self.class_embed.bias, -math.log((1 - 0.01) / 0.01))  # prior probability 0.01
-        nn.init.zeros_(self.bbox_embed.layers[-1].weight)
-        nn.init.zeros_(self.bbox_embed.layers[-1].bias)
-
-    def heads(self, hs: Tensor, ref_logit: Tensor) -> tuple[Tensor, Tensor]:
-        delta = self.bbox_embed(hs)
-        boxes = torch.cat((delta[..., :2] + ref_logit, delta[..., 2:]), -1).sigmoid()
-        return self.class_embed(hs), boxes
+        prior = -math.log((1 - 0.01) / 0.01)
+        cls_heads = list(self.class_embed) if self.box_refine else [self.class_embed]
+        box_heads = list(self.bbox_embed) if self.box_refine else [self.bbox_embed]
+        for head in cls_heads:
+            nn.init.constant_(head.bias, prior)
+        for head in box_heads:
+            nn.init.zeros_(head.layers[-1].weight)
+            nn.init.zeros_(head.layers[-1].bias)
+        with torch.no_grad():
+            box_heads[0].layers[-1].bias[2:].fill_(-2.0)
 
     def forward(self, feats: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
         shapes = [(int(f.shape[-2]), int(f.shape[-1])) for f in feats]
@@ -272,16 +294,27 @@ class DeformableDecoder(nn.Module):
         memory = torch.cat([f.flatten(2).transpose(1, 2) for f in feats], 1)
         pos, tgt = self.query_embed.weight.split(self.hidden, dim=1)
         pos, tgt = pos[None].expand(b, -1, -1), tgt[None].expand(b, -1, -1)
-        ref = self.reference_points(pos).sigmoid()  # (B, Q, 2)
-        ref_in = ref[:, :, None].expand(b, ref.shape[1], len(shapes), 2)  # valid ratio 1 on every level
-        ref_logit = inverse_sigmoid(ref)
+        ref = self.reference_points(pos).sigmoid()  # (B, Q, 2); after a refining layer (B, Q, 4)
+        last = len(self.layers) - 1
         outs = []
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
+            ref_in = ref[:, :, None].expand(b, ref.shape[1], len(shapes), ref.shape[-1])  # valid ratio 1
             tgt = layer(tgt, pos, ref_in, memory, shapes)
-            if self.training:
-                outs.append(self.heads(tgt, ref_logit))
+            cls_head, box_head = self._heads(i)
+            if not (self.training or self.box_refine or i == last):
+                continue
+            delta = box_head(tgt)
+            ref_logit = inverse_sigmoid(ref)
+            if ref.shape[-1] == 4:
+                boxes = (delta + ref_logit).sigmoid()
+            else:
+                boxes = torch.cat((delta[..., :2] + ref_logit, delta[..., 2:]), -1).sigmoid()
+            if self.training or i == last:
+                outs.append((cls_head(tgt), boxes))
+            if self.box_refine:
+                ref = boxes.detach()
         if not self.training:
-            return self.heads(tgt, ref_logit)
+            return outs[-1]
         return torch.stack([o[0] for o in outs]), torch.stack([o[1] for o in outs])
 
 
@@ -323,10 +356,13 @@ class DeformableDETRNet(nn.Module):
         return self.decode(feats)
 
 
-VARIANTS: dict[str, DeformableDETRConfig] = {"r50": DeformableDETRConfig()}
-"""Sizes: the paper's Deformable DETR with ResNet-50 (single-scale queries, 4 levels, 6 + 6 layers,
-300 queries; 40 M parameters in the paper's Table 1)."""
-PAPER_PARAMS_M = {"r50": 40.0}
+VARIANTS: dict[str, DeformableDETRConfig] = {
+    "r50": DeformableDETRConfig(),
+    "r50refine": DeformableDETRConfig(box_refine=True),
+}
+"""Sizes: the paper's Deformable DETR with ResNet-50 (4 levels, 6 + 6 layers, 300 queries), plain
+and with iterative bounding box refinement (40 M parameters for both in the paper's Table 1)."""
+PAPER_PARAMS_M = {"r50": 40.0, "r50refine": 40.0}
 
 
 def build_deformable_detr(*, size: str, nc: int) -> DeformableDETRNet:

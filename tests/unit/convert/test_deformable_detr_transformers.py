@@ -77,10 +77,15 @@ def _compare(ours, ref, x) -> None:
     assert lr.std() > 1e-3 and br.std() > 1e-3  # non-trivial outputs (a constant would compare equal)
 
 
-def test_tiny_config_converted_weights_give_the_same_outputs() -> None:
-    ref = _reference(**TINY)
-    ours = DeformableDETRNet(cfg=DeformableDETRConfig(depth=18, hidden=64, enc_layers=2, dec_layers=2, ffn=128,
-                                                      num_queries=20), nc=5).eval()
+def _tiny_ours(*, refine: bool = False) -> DeformableDETRNet:
+    return DeformableDETRNet(cfg=DeformableDETRConfig(depth=18, hidden=64, enc_layers=2, dec_layers=2, ffn=128,
+                                                      num_queries=20, box_refine=refine), nc=5)
+
+
+@pytest.mark.parametrize("refine", [False, True], ids=["plain", "box_refine"])
+def test_tiny_config_converted_weights_give_the_same_outputs(refine: bool) -> None:
+    ref = _reference(**TINY, with_box_refine=refine)
+    ours = _tiny_ours(refine=refine).eval()
     ours.load_state_dict(convert_state_dict(ref.state_dict(), ours.state_dict()), strict=True)
     x = torch.rand(2, 3, 96, 160)  # levels 12x20, 6x10, 3x5, 2x3 (the stride-64 level is padded)
     _compare(ours, ref, x)
@@ -100,19 +105,34 @@ def test_r50_checkpoint_converts_through_the_dispatcher_and_from_a_hub_folder(tm
     _compare(loaded.net.eval(), ref, x)
 
 
-@pytest.mark.parametrize("variant", [{"two_stage": True, "with_box_refine": True}, {"with_box_refine": True}])
-def test_two_stage_and_box_refinement_checkpoints_are_refused(variant) -> None:
-    ref = _reference(**TINY, **variant)
-    ours = DeformableDETRNet(cfg=DeformableDETRConfig(depth=18, hidden=64, enc_layers=2, dec_layers=2, ffn=128,
-                                                      num_queries=20), nc=5)
-    with pytest.raises(CheckpointError, match="two-stage|refinement"):
-        convert_state_dict(ref.state_dict(), ours.state_dict())
+def test_two_stage_and_mismatched_variants_are_refused() -> None:
+    two_stage = _reference(**TINY, two_stage=True, with_box_refine=True).state_dict()
+    with pytest.raises(CheckpointError, match="two-stage"):
+        convert_state_dict(two_stage, _tiny_ours(refine=True).state_dict())
+    refine = _reference(**TINY, with_box_refine=True).state_dict()
+    with pytest.raises(CheckpointError, match="box-refinement Deformable DETR checkpoint"):
+        convert_state_dict(refine, _tiny_ours().state_dict())
+    plain = _reference(**TINY).state_dict()
+    with pytest.raises(CheckpointError, match="plain Deformable DETR checkpoint"):
+        convert_state_dict(plain, _tiny_ours(refine=True).state_dict())
+    untied = dict(plain)
+    untied["class_embed.1.bias"] = untied["class_embed.1.bias"] + 1.0
+    with pytest.raises(CheckpointError, match="differs from"):
+        convert_state_dict(untied, _tiny_ours().state_dict())
 
 
 def test_other_architectures_do_not_match() -> None:
     from libreyolo.models.deformable_detr.convert import match
 
     assert match(ForeignWeights(source="transformers", arch="rt_detr", state_dict={}, path="x")) is None
+    # the size follows the checkpoint: the box-refinement keys make it r50refine (names only, no tensors needed)
+    names = [f"model.backbone.model.layer3.{i}.conv3.weight" for i in range(6)]
+    names += [f"model.{part}.layers.{i}.x" for part in ("encoder", "decoder") for i in range(6)]
+    sd = {k: torch.zeros(1) for k in names} | {"class_embed.0.weight": torch.zeros(7, 256)}
+    assert match(ForeignWeights(source="transformers", arch="deformable_detr", state_dict=sd, path="x")) == ("r50", 7)
+    sd["model.decoder.bbox_embed.0.layers.0.weight"] = torch.zeros(1)
+    assert match(ForeignWeights(source="transformers", arch="deformable_detr", state_dict=sd, path="x")) == (
+        "r50refine", 7)
     with pytest.raises(CheckpointError, match="matches none"):
         match(ForeignWeights(source="transformers", arch="deformable_detr", state_dict=_reference(**TINY).state_dict(),
                              path="x"))

@@ -4,6 +4,7 @@ network of the same structure)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -49,12 +50,16 @@ def _batch() -> dict[str, torch.Tensor]:
                 bboxes=torch.tensor([[0.3, 0.3, 0.3, 0.4], [0.7, 0.6, 0.2, 0.3], [0.5, 0.5, 0.5, 0.5]]))
 
 
-def test_parameter_count_matches_paper() -> None:
-    """Paper Table 1: Deformable DETR (ResNet-50) has 40 M parameters (COCO: 91 class slots)."""
-    net = DeformableDETR.build_net(size="r50", nc=91, task="detect")
-    n = sum(p.numel() for p in net.parameters()) / 1e6
-    assert abs(n - PAPER_PARAMS_M["r50"]) / PAPER_PARAMS_M["r50"] < 0.03, n
-    assert DeformableDETR.SIZES == tuple(VARIANTS) == ("r50",)
+@pytest.mark.parametrize("size", ["r50", "r50refine"])
+def test_parameter_count_matches_paper(size: str) -> None:
+    """Paper Table 1: Deformable DETR (ResNet-50) has 40 M parameters, with and without iterative
+    box refinement (COCO: 91 class slots). Exact counts: plain = transformers' 40,069,665;
+    refine = transformers' 40,732,725 (which ties its six class heads) + 5 untied class heads."""
+    net = DeformableDETR.build_net(size=size, nc=91, task="detect")
+    n = sum(p.numel() for p in net.parameters())
+    assert abs(n / 1e6 - PAPER_PARAMS_M[size]) / PAPER_PARAMS_M[size] < 0.03, n
+    assert n == {"r50": 40_069_665, "r50refine": 40_732_725 + 5 * (256 * 91 + 91)}[size]
+    assert DeformableDETR.SIZES == tuple(VARIANTS) == ("r50", "r50refine")
 
 
 def test_architecture_facts() -> None:
@@ -69,6 +74,21 @@ def test_architecture_facts() -> None:
     assert frozen == {"conv1", "layer1"}  # and every BatchNorm is frozen (buffers, not parameters)
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())
     assert net.encoder.layers[0].ffn.linear1.out_features == 1024
+
+
+def test_box_refinement_variant() -> None:
+    """r50refine: one head pair per layer; every layer after the first samples around a 4-d box."""
+    net = DeformableDETRNet(cfg=dataclasses.replace(TINY, box_refine=True), nc=3).eval()
+    assert len(net.decoder.class_embed) == len(net.decoder.bbox_embed) == 2
+    seen = []
+    hook = net.decoder.layers[1].cross_attn.register_forward_pre_hook(lambda m, a: seen.append(a[1].shape[-1]))
+    with torch.no_grad():
+        logits, boxes = net(torch.rand(1, 3, 64, 64))
+    hook.remove()
+    assert seen == [4] and logits.shape == (1, 12, 3) and boxes.shape == (1, 12, 4)
+    net.train()
+    lg, bx = net.decoder(list(net(torch.rand(2, 3, 64, 64))))
+    assert lg.shape == (2, 2, 12, 3) and bx.shape == (2, 2, 12, 4)
 
 
 def test_sine_embedding_layout() -> None:
@@ -142,6 +162,7 @@ def test_batch_without_boxes_trains_and_eval_mode_is_refused() -> None:
 def test_weights_names_and_declarations() -> None:
     parsed = parse_weights_name("LibreDeformableDETRr50.pt")
     assert (parsed.family, parsed.size) == ("deformable_detr", "r50")
+    assert parse_weights_name("LibreDeformableDETRr50refine.pt").size == "r50refine"
     assert DeformableDETR.LOSS_NAMES == ("focal", "l1", "giou")
     assert DeformableDETR.SUPPORTS_CUDA_GRAPH is False and DeformableDETR.SUPPORTS_TRAIN_CUDA_GRAPH is False
     assert DeformableDETR.TRAIN_DEFAULTS["lr0"] == 2e-4 and DeformableDETR.TRAIN_DEFAULTS["optimizer"] == "AdamW"
