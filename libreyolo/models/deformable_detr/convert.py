@@ -15,9 +15,12 @@ Key mapping (transformers 5.x names; the 4.x names ``backbone.conv_encoder.model
 * plain variant (``r50``): ``class_embed.0`` / ``bbox_embed.0`` -> the shared heads (the other
   indices must be tied copies); box refinement (``r50refine``, recognised by
   ``model.decoder.bbox_embed``): ``class_embed.i`` / ``bbox_embed.i`` -> ``decoder.class_embed.i``
-  / ``decoder.bbox_embed.i``, and ``model.decoder.bbox_embed`` (the same tensors) is dropped.
+  / ``decoder.bbox_embed.i``, and ``model.decoder.bbox_embed`` (the same tensors) is dropped;
+* two stage (``r50twostage``, recognised by ``model.enc_output``): as box refinement with a
+  seventh head pair (the proposals'), ``model.enc_output(_norm)`` / ``model.pos_trans(_norm)`` ->
+  ``decoder.*``, and the tied ``model.decoder.class_embed`` dropped too.
 
-Two-stage checkpoints are refused with a :class:`CheckpointError`.
+A checkpoint of another variant than the network's is refused with a :class:`CheckpointError`.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from ...errors import CheckpointError
 
 SOURCES = ("transformers",)
 ARCHS = ("deformable_detr",)
-__all__ = ["SOURCES", "match", "convert_state_dict", "rename_key", "is_refine"]
+__all__ = ["SOURCES", "match", "convert_state_dict", "rename_key", "is_refine", "is_two_stage", "variant"]
 
 _RULES: tuple[tuple[str, str], ...] = (
     (r"^model\.backbone\.(?:conv_encoder\.)?model\.", "backbone."),
@@ -40,6 +43,7 @@ _RULES: tuple[tuple[str, str], ...] = (
     (r"^model\.level_embed$", "encoder.level_embed"),
     (r"^model\.query_position_embeddings\.", "decoder.query_embed."),
     (r"^model\.reference_points\.", "decoder.reference_points."),
+    (r"^model\.(enc_output|enc_output_norm|pos_trans|pos_trans_norm)\.", r"decoder.\1."),
     (r"^class_embed\.0\.", "decoder.class_embed."),
     (r"^bbox_embed\.0\.", "decoder.bbox_embed."),
     (r"^model\.(encoder|decoder)\.layers\.(\d+)\.", r"\1.layers.\2."),
@@ -55,7 +59,7 @@ def rename_key(key: str, *, refine: bool = False) -> str | None:
     """Our name for one reference key (``None``: a tied duplicate to drop). The decoder's separate
     q/k/v projections are merged by :func:`convert_state_dict`."""
     if refine:
-        if key.startswith("model.decoder.bbox_embed."):
+        if key.startswith(("model.decoder.bbox_embed.", "model.decoder.class_embed.")):
             return None
         if m := re.match(r"^(class_embed|bbox_embed)\.(\d+)\.(.+)$", key):
             return f"decoder.{m[1]}.{m[2]}.{m[3]}"
@@ -83,18 +87,26 @@ def is_refine(src: Mapping[str, Tensor]) -> bool:
     return any(k.startswith("model.decoder.bbox_embed.") for k in src)
 
 
-def _check_variant(src: Mapping[str, Tensor], *, refine: bool) -> None:
-    if any(k.startswith(("model.enc_output", "model.pos_trans", "model.decoder.class_embed")) for k in src):
-        raise CheckpointError("this is a two-stage Deformable DETR; libreyolo has the plain and the box-refinement "
-                              "variants only")
-    if is_refine(src) != refine:
-        have, want = ("box-refinement", "plain") if is_refine(src) else ("plain", "box-refinement")
+def is_two_stage(src: Mapping[str, Tensor]) -> bool:
+    """Is this a two-stage checkpoint (``model.enc_output``)?"""
+    return any(k.startswith("model.enc_output.") for k in src)
+
+
+def variant(src: Mapping[str, Tensor]) -> str:
+    """``"two-stage"``, ``"box-refinement"`` or ``"plain"``."""
+    return "two-stage" if is_two_stage(src) else "box-refinement" if is_refine(src) else "plain"
+
+
+def _check_variant(src: Mapping[str, Tensor], *, want: str) -> None:
+    have = variant(src)
+    if have != want:
         raise CheckpointError(f"this is a {have} Deformable DETR checkpoint, the network is the {want} variant")
+    refine = want != "plain"
     for k, v in src.items():
         if refine:
-            m = re.match(r"^model\.decoder\.bbox_embed\.(.+)$", k)
-            if m and not torch.equal(src.get(f"bbox_embed.{m[1]}", torch.empty(0)), v):
-                raise CheckpointError(f"'{k}' differs from 'bbox_embed.{m[1]}' (they are one head in the reference)")
+            m = re.match(r"^model\.decoder\.(bbox_embed|class_embed)\.(.+)$", k)
+            if m and not torch.equal(src.get(f"{m[1]}.{m[2]}", torch.empty(0)), v):
+                raise CheckpointError(f"'{k}' differs from '{m[1]}.{m[2]}' (they are one head in the reference)")
         elif m := re.match(r"^(class_embed|bbox_embed)\.([1-9]\d*)\.(.+)$", k):
             base = src.get(f"{m[1]}.0.{m[3]}")
             if base is None or base.shape != v.shape or not torch.equal(base, v):
@@ -105,7 +117,8 @@ def _check_variant(src: Mapping[str, Tensor], *, refine: bool) -> None:
 def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:
     """transformers Deformable DETR state dict -> ours, shapes checked (the first misfit named)."""
     refine = "decoder.class_embed.0.weight" in own
-    _check_variant(src, refine=refine)
+    _check_variant(src, want="two-stage" if "decoder.enc_output.weight" in own else
+                   "box-refinement" if refine else "plain")
     out: dict[str, Tensor] = {}
     qkv: dict[str, dict[str, Tensor]] = {}
     for key, value in src.items():
@@ -142,6 +155,7 @@ def match(fw: object) -> tuple[str, int] | None:
     enc = {int(m[1]) for k in sd if (m := re.match(r"model\.encoder\.layers\.(\d+)\.", k))}
     dec = {int(m[1]) for k in sd if (m := re.match(r"model\.decoder\.layers\.(\d+)\.", k))}
     if len(blocks) == 6 and len(enc) == 6 and len(dec) == 6 and "class_embed.0.weight" in sd:
-        return ("r50refine" if is_refine(sd) else "r50"), int(sd["class_embed.0.weight"].shape[0])
+        size = {"two-stage": "r50twostage", "box-refinement": "r50refine", "plain": "r50"}[variant(sd)]
+        return size, int(sd["class_embed.0.weight"].shape[0])
     raise CheckpointError(f"this deformable_detr ({len(blocks)} ResNet stage-3 bottlenecks, {len(enc)} encoder and "
                           f"{len(dec)} decoder layers) matches none of the sizes: r50 (ResNet-50, 6 + 6 layers)")

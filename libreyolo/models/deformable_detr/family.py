@@ -24,7 +24,7 @@ class DeformableDETR(EncoderDecoderFamily):
 
     FAMILY: ClassVar[str] = "deformable_detr"
     NAME_TOKEN: ClassVar[str] = "DeformableDETR"
-    SIZES: ClassVar[tuple[str, ...]] = ("r50", "r50refine")
+    SIZES: ClassVar[tuple[str, ...]] = ("r50", "r50refine", "r50twostage")
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("focal", "l1", "giou")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False

@@ -4,7 +4,9 @@ Every decoder layer's output is matched to the ground truth by the shared Hungar
 (:class:`~libreyolo.models._detr.hungarian.HungarianMatcher`: focal class cost 2, L1 5, GIoU 2)
 and scored with sigmoid focal loss (alpha 0.25, gamma 2, weight 2) on the one-hot class target,
 L1 (weight 5) on normalised cxcywh boxes and ``1 - GIoU`` (weight 2); each term is divided by
-the batch's box count (at least 1) and the layers' terms are summed (auxiliary losses).
+the batch's box count (at least 1) and the layers' terms are summed (auxiliary losses). Two stage:
+the encoder's proposals are one more term, matched and scored as if every box were class 0 (the
+reference's class-agnostic proposal loss; class 0's logit is what ranks the proposals).
 
 Scaling contract of the other DETRs: ``items`` (Tensor[3], detached: weighted focal, l1, giou
 summed over layers) and ``loss = items.sum() * B``. Eager by design (matching runs on the host).
@@ -67,10 +69,13 @@ class DeformableDETRLoss:
                               "mode the network returns final detections, not encoder maps")
         bsz = int(feats[0].shape[0])
         labels, gt = split_targets(batch, batch_size=bsz, device=feats[0].device)
-        logits, boxes = decoder(feats)  # (layers, B, Q, nc), (layers, B, Q, 4)
+        out = decoder(feats)  # (layers, B, Q, nc), (layers, B, Q, 4) [, two-stage proposals]
+        logits, boxes = out[0], out[1]
         num_boxes = float(max(sum(int(t.numel()) for t in labels), 1))
-        items = torch.stack([self.layer_loss(logits[i], boxes[i], labels, gt, num_boxes)
-                             for i in range(logits.shape[0])]).sum(0)
+        terms = [self.layer_loss(logits[i], boxes[i], labels, gt, num_boxes) for i in range(logits.shape[0])]
+        if len(out) == 4:  # two stage: the proposals learn class-agnostic objectness (every box is class 0)
+            terms.append(self.layer_loss(out[2], out[3], [torch.zeros_like(t) for t in labels], gt, num_boxes))
+        items = torch.stack(terms).sum(0)
         return items.sum() * bsz, items.detach()
 
 

@@ -77,9 +77,9 @@ def _compare(ours, ref, x) -> None:
     assert lr.std() > 1e-3 and br.std() > 1e-3  # non-trivial outputs (a constant would compare equal)
 
 
-def _tiny_ours(*, refine: bool = False) -> DeformableDETRNet:
+def _tiny_ours(*, refine: bool = False, two_stage: bool = False, queries: int = 20) -> DeformableDETRNet:
     return DeformableDETRNet(cfg=DeformableDETRConfig(depth=18, hidden=64, enc_layers=2, dec_layers=2, ffn=128,
-                                                      num_queries=20, box_refine=refine), nc=5)
+                                                      num_queries=queries, box_refine=refine, two_stage=two_stage), nc=5)
 
 
 @pytest.mark.parametrize("refine", [False, True], ids=["plain", "box_refine"])
@@ -105,9 +105,30 @@ def test_r50_checkpoint_converts_through_the_dispatcher_and_from_a_hub_folder(tm
     _compare(loaded.net.eval(), ref, x)
 
 
-def test_two_stage_and_mismatched_variants_are_refused() -> None:
+def test_two_stage_converted_weights_give_the_same_outputs() -> None:
+    """Every token is a proposal query (k = S), so both sides select the same set; their top-k may
+    order near-ties differently, so each of our queries is paired with the reference's nearest."""
+    x = torch.rand(1, 3, 96, 160)
+    tokens = 12 * 20 + 6 * 10 + 3 * 5 + 2 * 3
+    ref = _reference(**{**TINY, "num_queries": tokens}, two_stage=True, with_box_refine=True,
+                     two_stage_num_proposals=tokens)
+    ours = _tiny_ours(two_stage=True, queries=tokens).eval()
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in ref.parameters())
+    ours.load_state_dict(convert_state_dict(ref.state_dict(), ours.state_dict()), strict=True)
+    with torch.no_grad():
+        lo, bo = ours(x)
+    lr, br = _outputs(ref, x)
+    fo, fr = torch.cat([lo, bo / 160], -1)[0], torch.cat([lr, br / 160], -1)[0]
+    j = torch.cdist(fo, fr).argmin(1)
+    assert len(set(j.tolist())) == tokens  # one to one
+    assert_rel_close(lo[0], lr[0, j], what="logits")
+    assert_rel_close(bo[0], br[0, j], what="boxes")
+    assert lr.std() > 1e-3 and br.std() > 1e-3
+
+
+def test_mismatched_variants_are_refused() -> None:
     two_stage = _reference(**TINY, two_stage=True, with_box_refine=True).state_dict()
-    with pytest.raises(CheckpointError, match="two-stage"):
+    with pytest.raises(CheckpointError, match="two-stage Deformable DETR checkpoint"):
         convert_state_dict(two_stage, _tiny_ours(refine=True).state_dict())
     refine = _reference(**TINY, with_box_refine=True).state_dict()
     with pytest.raises(CheckpointError, match="box-refinement Deformable DETR checkpoint"):
@@ -133,6 +154,9 @@ def test_other_architectures_do_not_match() -> None:
     sd["model.decoder.bbox_embed.0.layers.0.weight"] = torch.zeros(1)
     assert match(ForeignWeights(source="transformers", arch="deformable_detr", state_dict=sd, path="x")) == (
         "r50refine", 7)
+    sd["model.enc_output.weight"] = torch.zeros(1)
+    assert match(ForeignWeights(source="transformers", arch="deformable_detr", state_dict=sd, path="x")) == (
+        "r50twostage", 7)
     with pytest.raises(CheckpointError, match="matches none"):
         match(ForeignWeights(source="transformers", arch="deformable_detr", state_dict=_reference(**TINY).state_dict(),
                              path="x"))

@@ -50,16 +50,17 @@ def _batch() -> dict[str, torch.Tensor]:
                 bboxes=torch.tensor([[0.3, 0.3, 0.3, 0.4], [0.7, 0.6, 0.2, 0.3], [0.5, 0.5, 0.5, 0.5]]))
 
 
-@pytest.mark.parametrize("size", ["r50", "r50refine"])
+@pytest.mark.parametrize("size", ["r50", "r50refine", "r50twostage"])
 def test_parameter_count_matches_paper(size: str) -> None:
-    """Paper Table 1: Deformable DETR (ResNet-50) has 40 M parameters, with and without iterative
-    box refinement (COCO: 91 class slots). Exact counts: plain = transformers' 40,069,665;
-    refine = transformers' 40,732,725 (which ties its six class heads) + 5 untied class heads."""
+    """Paper Table 1: Deformable DETR (ResNet-50) has 40 M parameters, plain, with iterative box
+    refinement and two-stage (COCO: 91 class slots). Exact counts: plain = transformers'
+    40,069,665; refine = transformers' 40,732,725 (which ties its six class heads) + 5 untied
+    class heads; two-stage = transformers' 41,181,529."""
     net = DeformableDETR.build_net(size=size, nc=91, task="detect")
     n = sum(p.numel() for p in net.parameters())
     assert abs(n / 1e6 - PAPER_PARAMS_M[size]) / PAPER_PARAMS_M[size] < 0.03, n
-    assert n == {"r50": 40_069_665, "r50refine": 40_732_725 + 5 * (256 * 91 + 91)}[size]
-    assert DeformableDETR.SIZES == tuple(VARIANTS) == ("r50", "r50refine")
+    assert n == {"r50": 40_069_665, "r50refine": 40_732_725 + 5 * (256 * 91 + 91), "r50twostage": 41_181_529}[size]
+    assert DeformableDETR.SIZES == tuple(VARIANTS) == ("r50", "r50refine", "r50twostage")
 
 
 def test_architecture_facts() -> None:
@@ -89,6 +90,23 @@ def test_box_refinement_variant() -> None:
     net.train()
     lg, bx = net.decoder(list(net(torch.rand(2, 3, 64, 64))))
     assert lg.shape == (2, 2, 12, 3) and bx.shape == (2, 2, 12, 4)
+
+
+def test_two_stage_variant_selects_queries_and_trains_its_proposals() -> None:
+    torch.manual_seed(0)
+    model = _tiny_model()
+    model.family.net = net = DeformableDETRNet(cfg=dataclasses.replace(TINY, two_stage=True), nc=3)
+    assert len(net.decoder.class_embed) == 3 and not hasattr(net.decoder, "query_embed")
+    net.eval()
+    with torch.no_grad():
+        logits, boxes = net(torch.rand(1, 3, 64, 64))
+    assert logits.shape == (1, 12, 3) and torch.isfinite(boxes).all()  # the 12 best of 85 tokens
+    net.train()
+    out = net.decoder(list(net(torch.rand(2, 3, 64, 64))))
+    assert [tuple(t.shape) for t in out] == [(2, 2, 12, 3), (2, 2, 12, 4), (2, 85, 3), (2, 85, 4)]
+    loss, items = model.build_criterion()(net(_batch()["img"]), _batch())
+    loss.backward()
+    assert torch.isfinite(loss) and net.decoder.enc_output.weight.grad.abs().sum() > 0
 
 
 def test_sine_embedding_layout() -> None:
@@ -163,6 +181,7 @@ def test_weights_names_and_declarations() -> None:
     parsed = parse_weights_name("LibreDeformableDETRr50.pt")
     assert (parsed.family, parsed.size) == ("deformable_detr", "r50")
     assert parse_weights_name("LibreDeformableDETRr50refine.pt").size == "r50refine"
+    assert parse_weights_name("LibreDeformableDETRr50twostage.pt").size == "r50twostage"
     assert DeformableDETR.LOSS_NAMES == ("focal", "l1", "giou")
     assert DeformableDETR.SUPPORTS_CUDA_GRAPH is False and DeformableDETR.SUPPORTS_TRAIN_CUDA_GRAPH is False
     assert DeformableDETR.TRAIN_DEFAULTS["lr0"] == 2e-4 and DeformableDETR.TRAIN_DEFAULTS["optimizer"] == "AdamW"
