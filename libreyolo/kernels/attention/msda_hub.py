@@ -101,7 +101,9 @@ def build_variant() -> str:
     major, minor = torch.__version__.split("+")[0].split(".")[:2]
     cuda = (torch.version.cuda or "").replace(".", "")
     if not cuda:
-        raise RuntimeError("this torch build has no CUDA: there is no compiled kernel variant for it")
+        raise RuntimeError(
+            "this torch build has no CUDA: there is no compiled kernel variant for it"
+        )
     return f"torch{major}{minor}-cxx11-cu{cuda}-{platform.machine()}-linux"
 
 
