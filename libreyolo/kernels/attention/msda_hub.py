@@ -121,14 +121,21 @@ def load_loose_snapshot(repo_id: str, revision: str) -> ModuleType:
 def default_loader(repo_id: str, revision: str) -> ModuleType:
     """Load the pinned commit through the ``kernels`` package (downloads into the Hub cache on
     first use): ``get_kernel(repo, revision=sha)`` where the installed version resolves a
-    commit SHA, the snapshot fallback where it rejects one, an error otherwise."""
+    commit SHA (falling back to the snapshot if it answers ``Invalid rev id`` after all), the
+    snapshot fallback where it rejects one, an error otherwise."""
     version = kernels_version()
     if version is None:
         raise ModuleNotFoundError("the optional 'kernels' package is not installed")
     (lo, hi), (slo, shi) = KERNELS_SHA_REVISION, KERNELS_SNAPSHOT
     if lo <= version < hi:
         kernels = importlib.import_module("kernels")
-        return kernels.get_kernel(repo_id, revision=revision)
+        try:
+            return kernels.get_kernel(repo_id, revision=revision)
+        except Exception as e:  # noqa: BLE001 - a release in this range that rejects a SHA after all
+            if "invalid rev" not in str(e).lower() and type(e).__name__ != "RevisionNotFoundError":
+                raise
+            logger.debug("kernels %s rejected the commit pin (%r): snapshot fallback", version, e)
+            return load_loose_snapshot(repo_id, revision)
     if slo <= version < shi:
         return load_loose_snapshot(repo_id, revision)
     raise RuntimeError(

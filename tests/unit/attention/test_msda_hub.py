@@ -210,6 +210,38 @@ def test_default_loader_resolves_the_pin_per_kernels_version(hub, monkeypatch, t
         assert calls == [("get_local_kernel", tmp_path / "snap", "deformable_detr")]
 
 
+def test_sha_rejected_by_a_version_in_range_takes_the_snapshot(hub, monkeypatch, tmp_path):
+    import huggingface_hub
+
+    msda_hub, _ = hub
+    calls, downloads = [], []
+    fake = _fake_kernels(calls)
+
+    class RevisionNotFoundError(Exception):
+        pass
+
+    def rejecting(repo_id, revision=None):
+        calls.append(("get_kernel", repo_id, revision))
+        raise RevisionNotFoundError(f"Invalid rev id: {revision}")
+
+    fake.get_kernel = rejecting
+    monkeypatch.setitem(sys.modules, "kernels", fake)
+    monkeypatch.setattr(msda_hub, "kernels_version", lambda: (0, 13, 1))
+    monkeypatch.setattr(msda_hub, "build_variant", lambda: "torch27-cxx11-cu128-x86_64-linux")
+    monkeypatch.setattr(
+        huggingface_hub,
+        "snapshot_download",
+        lambda repo_id, *, revision, allow_patterns: downloads.append(revision) or str(tmp_path),
+    )
+    module = msda_hub.default_loader(msda_hub.HUB_REPO, msda_hub.HUB_REVISION)
+    assert callable(module.ms_deform_attn_forward)
+    assert [c[0] for c in calls] == ["get_kernel", "get_local_kernel"]
+    assert downloads == [msda_hub.HUB_REVISION]
+    fake.get_kernel = lambda repo_id, revision=None: (_ for _ in ()).throw(OSError("offline"))
+    with pytest.raises(OSError, match="offline"):  # any other failure is not masked
+        msda_hub.default_loader(msda_hub.HUB_REPO, msda_hub.HUB_REVISION)
+
+
 def test_build_variant_names_the_machine(monkeypatch):
     from libreyolo.kernels.attention import msda_hub
 
