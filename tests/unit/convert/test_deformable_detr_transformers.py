@@ -160,3 +160,21 @@ def test_other_architectures_do_not_match() -> None:
     with pytest.raises(CheckpointError, match="matches none"):
         match(ForeignWeights(source="transformers", arch="deformable_detr", state_dict=_reference(**TINY).state_dict(),
                              path="x"))
+
+
+def test_transformers_4_key_names_convert_to_the_same_tensors() -> None:
+    """transformers 4.x named the backbone ``backbone.conv_encoder.model``, the layers' FFN ``fc1``/``fc2``
+    and the decoder's self-attention output ``out_proj``; those files convert to the same state dict."""
+    import re
+
+    sd5 = _reference(**TINY).state_dict()
+    sd4 = {}
+    for k, v in sd5.items():
+        k4 = k.replace("model.backbone.model.", "model.backbone.conv_encoder.model.")
+        k4 = re.sub(r"(layers\.\d+)\.mlp\.(fc[12])\.", r"\1.\2.", k4)
+        k4 = k4.replace(".self_attn.o_proj.", ".self_attn.out_proj.")
+        sd4[k4] = v
+    assert sd4.keys() != sd5.keys()
+    own = _tiny_ours().state_dict()
+    a, b = convert_state_dict(sd5, own), convert_state_dict(sd4, own)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
