@@ -4,6 +4,7 @@ family is gone."""
 from ._base.registry import register_family
 from .clip.family import CLIP
 from .convnext.family import ConvNeXt
+from .deformable_detr.family import DeformableDETR
 from .deim.family import DEIM
 from .deit.family import DeiT
 from .depth_anything.family import DepthAnythingV2
@@ -65,3 +66,4 @@ register_family(YOLO9Seg)
 register_family(YOLONAS)
 register_family(SwinIR)
 register_family(YOLO9Pose)
+register_family(DeformableDETR)
