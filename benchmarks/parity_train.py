@@ -17,7 +17,7 @@ Detection families get a synthetic detection batch; classification families (cap
 (``OUTPUT_KIND == "depth"``) a batch of images and a depth map; point families (``OUTPUT_KIND ==
 "points"``) the detection batch (their loss reduces each box to its centroid cell). restoration families (``OUTPUT_KIND == "restore"``) LQ images and HQ
 targets (x ``SCALE``). instance-segmentation families (``OUTPUT_KIND == "masks"``) the detection batch plus one mask per
-box. Each step starts from
+box; pose families (``OUTPUT_KIND == "keypoints"``) the detection batch plus keypoints per box. Each step starts from
 the same RNG seed, so dropout / stochastic-depth masks are drawn alike in the two eager runs.
 
 Usage (GPU): python3 benchmarks/parity_train.py --out $OUT [--sizes t,s] [--commit SHA]
@@ -118,6 +118,20 @@ def segment_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.d
     return {k: v.to(device) for k, v in out.items()}
 
 
+def pose_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.device,
+               nkpt: int = 17) -> dict[str, Any]:
+    """A pose batch: :func:`synthetic_batch` plus ``keypoints`` (Tensor[N, nkpt, 3]), per box
+    ``nkpt`` points drawn inside it (x, y normalised), about one in five unlabelled (v = 0, x = y = 0)."""
+    out = synthetic_batch(batch=batch, imgsz=imgsz, nc=nc, seed=seed, device=torch.device("cpu"))
+    g = torch.Generator().manual_seed(seed + 1)
+    box = out["bboxes"]
+    n = box.shape[0]
+    xy = box[:, None, :2] + (torch.rand(n, nkpt, 2, generator=g) - 0.5) * box[:, None, 2:]
+    vis = (torch.rand(n, nkpt, 1, generator=g) > 0.2).float()
+    out["keypoints"] = torch.cat([xy * vis, vis * 2.0], 2)
+    return {k: v.to(device) for k, v in out.items()}
+
+
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> int:
     """Largest distance in units in the last place between two float32 tensors."""
     def ordered(t: torch.Tensor) -> torch.Tensor:
@@ -191,7 +205,8 @@ def run_row(fam: type, size: str, amp: torch.dtype | None, *, batch: int, imgsz:
     model = fam(size=size, nc=6)
     base = model.net.to(device).train()
     make = {"probs": classify_batch, "semantic": semantic_batch, "depth": depth_batch, "masks": segment_batch,
-            "restore": functools.partial(restore_batch, scale=int(getattr(fam, "SCALE", 1)))}.get(
+            "keypoints": functools.partial(pose_batch, nkpt=int(getattr(model, "nkpt", 17))),
+            "restore": functools.partial(restore_batch, scale=int(getattr(model, "SCALE", 1)))}.get(
         getattr(fam, "OUTPUT_KIND", "boxes"), synthetic_batch)
     data = make(batch=batch, imgsz=imgsz, nc=6, seed=1, device=device)
     nets = [copy.deepcopy(base) for _ in range(3)]

@@ -61,6 +61,8 @@ class ExportedBackend:
         # is never run.
         self.family = cls(size=meta["size"], task=meta["task"], nc=int(meta["nc"]), names=names,
                           imgsz=int(meta["imgsz"][0]))
+        if meta.get("arch") and hasattr(self.family, "set_arch"):  # e.g. the keypoint count of a pose head
+            self.family.set_arch(**meta["arch"])
         self.head = str(meta.get("head", "raw"))
         self.half = bool(meta.get("half"))
         dyn = set(meta.get("dynamic_axes") or (("batch", "height", "width") if meta.get("dynamic") else ()))

@@ -1,8 +1,9 @@
-"""Reader for BasicSR-style restoration checkpoints: NAFNet (megvii-research/NAFNet, MIT) and
+"""Reader for BasicSR-style restoration checkpoints: NAFNet (megvii-research/NAFNet, MIT),
 ESRGAN / Real-ESRGAN's RRDBNet generator (xinntao/Real-ESRGAN, BSD-3-Clause; BasicSR,
-Apache-2.0). A ``torch.save`` of ``{"params_ema": state_dict}``, ``{"params": state_dict}`` or a
-plain state dict, read with ``torch.load(weights_only=True)`` (no code runs); ``params_ema`` is
-preferred when both are present, as Real-ESRGAN's inference does. ``arch`` is ``"nafnet"`` or
+Apache-2.0) and SwinIR (JingyunLiang/SwinIR, Apache-2.0). A ``torch.save`` of
+``{"params_ema": state_dict}``, ``{"params": state_dict}`` or a plain state dict, read with
+``torch.load(weights_only=True)`` (no code runs); ``params_ema`` is preferred when both are
+present, as Real-ESRGAN's inference does. ``arch`` is ``"swinir"``, ``"nafnet"`` or
 ``"rrdbnet"``, from the key names (the older ESRGAN spelling ``RRDB_trunk...`` is RRDBNet too).
 """
 
@@ -18,8 +19,11 @@ from ..errors import CheckpointError
 from . import ForeignWeights
 
 SOURCE = "basicsr"
-_ARCHS = {"nafnet": ("intro.weight", "ending.weight"), "rrdbnet": ("conv_first.weight", "conv_last.weight")}
-_LICENCES = {"nafnet": "MIT (megvii-research/NAFNet weights)", "rrdbnet": "BSD-3-Clause (xinntao/Real-ESRGAN weights)"}
+# SwinIR first: its classical-SR layout has a conv_first and a conv_last too (the converter refuses it by name)
+_ARCHS = {"swinir": ("conv_first.weight", "conv_after_body.weight", "patch_embed.norm.weight"),
+          "nafnet": ("intro.weight", "ending.weight"), "rrdbnet": ("conv_first.weight", "conv_last.weight")}
+_LICENCES = {"nafnet": "MIT (megvii-research/NAFNet weights)", "rrdbnet": "BSD-3-Clause (xinntao/Real-ESRGAN weights)",
+             "swinir": "Apache-2.0 (JingyunLiang/SwinIR weights)"}
 
 
 def _load(path: Path) -> Any:
@@ -27,7 +31,8 @@ def _load(path: Path) -> Any:
 
 
 def arch_of(sd: Any) -> str | None:
-    """``"nafnet"`` / ``"rrdbnet"`` for a state dict with those networks' marker keys, else ``None``.
+    """``"swinir"`` / ``"nafnet"`` / ``"rrdbnet"`` for a state dict with those networks' marker keys,
+    else ``None``.
 
     Example:
         >>> arch_of({"conv_first.weight": torch.zeros(1), "conv_last.weight": torch.zeros(1)})
@@ -55,7 +60,7 @@ def state_dict_of(obj: Any) -> dict[str, torch.Tensor] | None:
 
 
 def recognise(path: Path) -> bool:
-    """A ``torch.save`` archive holding a NAFNet or RRDBNet state dict (module docstring)."""
+    """A ``torch.save`` archive holding a NAFNet, RRDBNet or SwinIR state dict (module docstring)."""
     if not zipfile.is_zipfile(path):
         return False
     try:  # a look at the pickle's bytes first (no tensor is read): its key names

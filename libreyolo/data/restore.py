@@ -14,8 +14,8 @@ Layout (a dataset yaml; relative paths resolve against ``path``, default the yam
 The HQ image of ``.../lq/<x>/a.png`` is ``.../hq/<x>/a.png`` (the last ``lq`` folder of the path
 becomes ``hq``; the same file name, any image suffix). Every pair of a split is checked when its
 dataset is built: a missing HQ image or an HQ size that is not ``scale`` x the LQ size raises a
-one-line :class:`DatasetError` naming the files. The built-in demos are ``"shapes-denoise"``
-and ``"shapes-sr"`` (:mod:`libreyolo.data.shapes_restore`).
+one-line :class:`DatasetError` naming the files. The built-in demos are ``"shapes-denoise"``,
+``"shapes-sr"`` (x4) and ``"shapes-sr2"`` (x2) (:mod:`libreyolo.data.shapes_restore`).
 
 An item is a dict: ``img`` Tensor[3, S, S] uint8 RGB (the LQ patch, the network input),
 ``target`` Tensor[3, s*S, s*S] uint8 RGB (the HQ patch), ``valid`` (h, w): the part of the LQ
@@ -39,7 +39,7 @@ from .._cv import cv2
 from ..errors import ConfigError, DatasetError
 from .config import IMG_SUFFIXES, resolve_image_files
 
-BUILTIN_RESTORE = ("shapes-denoise", "shapes-sr")
+BUILTIN_RESTORE = ("shapes-denoise", "shapes-sr", "shapes-sr2")
 LAYOUT = "lq/<split>/*.png with hq/<split>/*.png of the same names and a yaml with path/train/val[/scale]"
 NAMES = {0: "image"}  # a restoration model has no classes: nc is 1
 
@@ -92,14 +92,14 @@ def load_restore_data(data: str | Path) -> RestoreDataConfig:
     if isinstance(data, str) and data in BUILTIN_RESTORE:
         from .shapes_restore import ensure_shapes_restore_dataset
 
-        yaml_path = ensure_shapes_restore_dataset(kind="denoise" if data == "shapes-denoise" else "sr")
+        yaml_path = ensure_shapes_restore_dataset(kind=data.removeprefix("shapes-"))
     else:
         yaml_path = Path(data).expanduser()
         if yaml_path.is_dir() and (yaml_path / "data.yaml").is_file():
             yaml_path = yaml_path / "data.yaml"
         if not yaml_path.is_file():
             raise DatasetError(f"restoration dataset yaml {yaml_path} not found; pass a yaml ({LAYOUT}) or "
-                               f"data='shapes-denoise' / 'shapes-sr'")
+                               f"data='shapes-denoise' / 'shapes-sr' / 'shapes-sr2'")
     yaml_path = yaml_path.resolve()
     try:
         doc = yaml.safe_load(yaml_path.read_text())

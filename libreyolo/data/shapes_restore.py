@@ -1,15 +1,17 @@
-"""``shapes-denoise`` and ``shapes-sr``: the built-in restoration demo sets, degraded shapes scenes.
+"""``shapes-denoise``, ``shapes-sr`` and ``shapes-sr2``: the built-in restoration demo sets, degraded
+shapes scenes.
 
 Each HQ image is a square scene of :func:`libreyolo.data.shapes.render_scene` (``imgsz`` px);
 its LQ image is
 
 - ``kind="denoise"``: the scene plus Gaussian noise of standard deviation ``sigma`` (in 0-255
   units, default 25), rounded and clipped to uint8;
-- ``kind="sr"``: the scene downscaled x4 with Pillow's antialiased bicubic filter.
+- ``kind="sr"`` / ``kind="sr2"``: the scene downscaled x4 / x2 with Pillow's antialiased bicubic
+  filter.
 
 A pure function of ``(seed, split, index)``: byte-identical on every run (PNG, lossless).
 Written once under ``$LIBREYOLO_DATASETS_DIR`` (default ``~/.cache/libreyolo/datasets``) as
-``shapes-<kind>-<hash>/{lq,hq}/{train,val}`` plus ``data.yaml`` (``scale`` 1 or 4), through a
+``shapes-<kind>-<hash>/{lq,hq}/{train,val}`` plus ``data.yaml`` (``scale`` 1, 4 or 2), through a
 temporary folder renamed when complete.
 """
 
@@ -23,13 +25,13 @@ from .._cv import cv2
 from .materialise import check_sizes, dataset_folder, materialise
 from .shapes import GENERATOR_VERSION, default_datasets_dir, render_scene
 
-KINDS = {"denoise": 1, "sr": 4}  # kind -> scale
+KINDS = {"denoise": 1, "sr": 4, "sr2": 2}  # kind -> scale
 
 
 def render_pair(seed: int, split: int, index: int, *, imgsz: int, kind: str,
                 sigma: float = 25.0) -> tuple[np.ndarray, np.ndarray]:
     """One (LQ, HQ) pair, both ndarray[h, w, 3] uint8 BGR; HQ is ``imgsz`` square, LQ the same
-    size (denoise) or ``imgsz // 4`` (sr).
+    size (denoise) or ``imgsz // 4`` (sr) / ``imgsz // 2`` (sr2).
 
     Example:
         >>> lq, hq = render_pair(0, 0, 0, imgsz=64, kind="sr")
@@ -43,7 +45,8 @@ def render_pair(seed: int, split: int, index: int, *, imgsz: int, kind: str,
     if kind == "denoise":
         noisy = hq.astype(np.float64) + rng.normal(0.0, sigma, hq.shape)
         return np.clip(np.rint(noisy), 0, 255).astype(np.uint8), hq
-    small = Image.fromarray(np.ascontiguousarray(hq[:, :, ::-1])).resize((imgsz // 4, imgsz // 4),
+    k = KINDS[kind]
+    small = Image.fromarray(np.ascontiguousarray(hq[:, :, ::-1])).resize((imgsz // k, imgsz // k),
                                                                         Image.Resampling.BICUBIC)
     return np.ascontiguousarray(np.asarray(small)[:, :, ::-1]), hq
 
@@ -63,10 +66,11 @@ def ensure_shapes_restore_dataset(root: Path | None = None, *, kind: str = "deno
 
     if kind not in KINDS:
         raise ConfigError(f"ensure_shapes_restore_dataset: kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    imgsz = imgsz if imgsz is not None else (64 if kind == "denoise" else 128)
+    imgsz = imgsz if imgsz is not None else (64 if kind == "denoise" else 128)  # sr, sr2
     check_sizes("ensure_shapes_restore_dataset", n_train=n_train, n_val=n_val, imgsz=imgsz)
-    if kind == "sr" and imgsz % 4:
-        raise ConfigError(f"ensure_shapes_restore_dataset: imgsz must be a multiple of 4 for kind='sr', got {imgsz}")
+    if imgsz % KINDS[kind]:
+        raise ConfigError(f"ensure_shapes_restore_dataset: imgsz must be a multiple of {KINDS[kind]} for "
+                          f"kind={kind!r}, got {imgsz}")
     root = Path(root) if root is not None else default_datasets_dir()
     tag = f"{kind}-v{GENERATOR_VERSION}-{n_train}-{n_val}-{imgsz}-{seed}" + (f"-{sigma:g}" if kind == "denoise" else "")
     final = dataset_folder(root, f"shapes-{kind}", tag)

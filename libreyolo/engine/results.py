@@ -13,7 +13,8 @@ Task-specific fields are optional keyword arguments of :class:`Results` that def
 float32, for depth; ``points``, Tensor[n, 4] float32 ``x, y, conf, cls`` object centroids, for the
 point task; ``restored``, the restored image Tensor[3, H', W'], for restoration; ``masks``, a
 :class:`~libreyolo.engine.masks.Masks` of Tensor[N, H, W] bool, beside ``boxes`` for instance
-segmentation); a new task adds its own
+segmentation; ``keypoints``, a :class:`~libreyolo.engine.keypoints.Keypoints` of Tensor[N, K, 3],
+beside ``boxes`` for pose); a new task adds its own
 the same way, and the methods skip the fields a result does not have.
 
 Example:
@@ -69,6 +70,9 @@ class Results(MapsMixin):
         points (Tensor[n, 4], float32, CPU): centroids x, y, conf, cls (:mod:`.points_io`), else ``None``.
         masks (Tensor[N, H, W] bool, CPU): one mask per box for instance segmentation, else
             ``None`` (:mod:`libreyolo.engine.masks`: polygons, overlay, ``segments`` in summary).
+        keypoints (Tensor[N, K, 3] float32, CPU): x, y (pixels), visibility score per keypoint of
+            each box for pose, or ``{"data": ..., "skeleton": [[i, j], ...]}``, else ``None``
+            (:mod:`libreyolo.engine.keypoints`: drawn with the skeleton, ``keypoints`` in summary).
         speed: milliseconds per image for ``preprocess``, ``inference``, ``postprocess``.
         frame: 0-based frame index for video frames, else ``None``.
 
@@ -96,6 +100,7 @@ class Results(MapsMixin):
         points: Tensor | np.ndarray | None = None,
         restored: Tensor | np.ndarray | None = None,  # restoration: :mod:`.restore_io`
         masks: Any = None,
+        keypoints: Any = None,
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -116,8 +121,9 @@ class Results(MapsMixin):
         self.points: Tensor | None = None
         self.restored: Tensor | None = None
         self.masks: Any = None  # a libreyolo.engine.masks.Masks
+        self.keypoints: Any = None  # a libreyolo.engine.keypoints.Keypoints
         self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth, points=points, restored=restored,
-                    masks=masks)
+                    masks=masks, keypoints=keypoints)
         self.save_path: Path | None = None  # the file the last save() wrote
         self.depth_path: Path | None = None  # the file the last save_depth() wrote
 
@@ -125,7 +131,7 @@ class Results(MapsMixin):
                probs: Tensor | np.ndarray | Probs | None = None,
                semantic: Tensor | np.ndarray | None = None, depth: Tensor | np.ndarray | None = None,
                points: Tensor | np.ndarray | None = None, restored: Tensor | np.ndarray | None = None,
-               masks: Any = None) -> Results:
+               masks: Any = None, keypoints: Any = None) -> Results:
         """Replace the given fields in place (the others are kept) and return ``self``.
 
         Example:
@@ -144,7 +150,7 @@ class Results(MapsMixin):
         if probs is not None:
             self.probs = probs if isinstance(probs, Probs) else Probs(probs)
         checked = check_maps(self.orig_shape, semantic=semantic, depth=depth, points=points, restored=restored,
-                             masks=masks)
+                             masks=masks, keypoints=keypoints)
         for name, value in checked.items():  # the map fields given, validated (results_kinds.check_maps)
             setattr(self, name, value)
         return self
@@ -167,13 +173,15 @@ class Results(MapsMixin):
             return self._with(points=self.points[idx].reshape(-1, 4))
         if self.boxes is None:
             raise IndexError("this result has no detections to index")
-        return self._with(boxes=self.boxes[idx], masks=self.masks[idx] if self.masks is not None else None)
+        return self._with(boxes=self.boxes[idx], masks=self.masks[idx] if self.masks is not None else None,
+                          keypoints=self.keypoints[idx] if self.keypoints is not None else None)
 
     def _with(self, **fields: Any) -> Results:
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
             "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
             "depth": self.depth, "points": self.points, "restored": self.restored, "masks": self.masks,
+            "keypoints": self.keypoints,
         }
         kwargs.update(fields)
         return Results(**kwargs)
@@ -223,6 +231,7 @@ class Results(MapsMixin):
         """
         return self._with(boxes=self.boxes.to(device) if self.boxes is not None else None,
                           masks=self.masks.to(device) if self.masks is not None else None,
+                          keypoints=self.keypoints.to(device) if self.keypoints is not None else None,
                           probs=self.probs.to(device) if self.probs is not None else None,
                           **self._maps(lambda t: torch.as_tensor(t).to(device)))
 
@@ -298,8 +307,10 @@ class Results(MapsMixin):
             if ids is not None:
                 row["track_id"] = int(ids[i])
             out.append(row)
+        from .keypoints import add_keypoints
         from .masks import add_segments
 
+        out = add_keypoints(self, out, normalize=normalize, decimals=decimals)
         return add_segments(self, out, normalize=normalize, decimals=decimals)
 
     def to_df(self, *, normalize: bool = False, decimals: int = 5) -> Any:
@@ -384,13 +395,15 @@ class Results(MapsMixin):
             return plot_probs(self, conf=conf)
         if self.boxes is None or len(self.boxes) == 0:
             return self.orig_img.copy()
+        from .keypoints import draw_keypoints
         from .masks import overlay_masks
 
         d = self.boxes._data.detach().cpu().float().numpy()
         ids = self.boxes._id.detach().cpu().numpy() if self.boxes._id is not None else None
-        return draw_detections(overlay_masks(self, self.orig_img), xyxy=d[:, :4], cls=d[:, 5], conf=d[:, 4] if conf else None,
-                               names=self.names, labels=labels, line_width=line_width, order_by=d[:, 4],
-                               ids=ids)
+        drawn = draw_detections(overlay_masks(self, self.orig_img), xyxy=d[:, :4], cls=d[:, 5],
+                                conf=d[:, 4] if conf else None, names=self.names, labels=labels,
+                                line_width=line_width, order_by=d[:, 4], ids=ids)
+        return draw_keypoints(self, drawn, line_width=line_width)
 
     def save(self, target: str | Path | None = None, *, labels: bool = True, conf: bool = True,
              line_width: int | None = None) -> Path:
@@ -436,7 +449,8 @@ class Results(MapsMixin):
     def save_txt(self, file: str | Path, *, save_conf: bool = False) -> Path:
         """Write the detections as YOLO label lines ``cls xc yc w h [conf] [id]`` (normalised
         0..1 centre/size; ``conf`` with ``save_conf=True``; the track id when tracked), one per
-        box, to ``file``; an empty file means no detections. For classification: ``prob cls``
+        box, to ``file``; an empty file means no detections. With keypoints (pose) the line is the
+        pose label format ``cls xc yc w h x1 y1 v1 ... [conf]`` (:func:`~.keypoints.keypoint_fields`). For classification: ``prob cls``
         lines of the top-5. Returns ``file``.
 
         Example:

@@ -38,7 +38,7 @@ def _flat_rows(summary: list[dict[str, Any]], kind: str | None = None) -> tuple[
     (``segments``) stay out of the table (``to_json`` has them)."""
     rows = []
     for row in summary:
-        flat = {k: v for k, v in row.items() if k not in ("box", "point", "segments")}
+        flat = {k: v for k, v in row.items() if k not in ("box", "point", "segments", "keypoints")}
         flat.update(row.get("box", {}))
         flat.update(row.get("point", {}))
         rows.append(flat)
@@ -109,6 +109,10 @@ def label_lines(r: Results, *, save_conf: bool) -> list[str]:
     for i, ((xc, yc, bw, bh), conf, cls) in enumerate(zip(xywhn, data[:, 4].tolist(), data[:, 5].tolist(),
                                                            strict=True)):
         line = f"{int(cls)} {xc:.6g} {yc:.6g} {bw:.6g} {bh:.6g}"
+        if r.keypoints is not None:  # pose: the keypoints follow the box (the pose label format)
+            from .keypoints import keypoint_fields
+
+            line += keypoint_fields(r, i, save_conf=False)
         if save_conf:
             line += f" {conf:.6g}"
         if ids is not None:

@@ -22,7 +22,7 @@ ORDER = ("depth", "restored", "semantic", "points")
 def check_maps(orig_shape: tuple[int, int], **fields: Any) -> dict[str, Any]:
     """The map fields given (not ``None``) of a result for an image of ``orig_shape``, validated and
     converted by their kind's ``*_io`` module: ``semantic``, ``depth``, ``points``, ``restored``,
-    ``masks``. Raises the kind's one-line error for a bad value.
+    ``masks``, ``keypoints``. Raises the kind's one-line error for a bad value.
 
     Example:
         >>> import torch
@@ -49,6 +49,9 @@ def check_maps(orig_shape: tuple[int, int], **fields: Any) -> dict[str, Any]:
         elif name == "masks":
             from .masks import Masks
             out[name] = value if isinstance(value, Masks) else Masks(value, orig_shape)
+        elif name == "keypoints":
+            from .keypoints import as_keypoints
+            out[name] = as_keypoints(value, orig_shape)
         else:
             raise TypeError(f"unknown result field {name!r}")
     return out

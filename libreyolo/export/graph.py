@@ -169,6 +169,9 @@ def build_export_graph(model: Family, cfg: ExportConfig) -> tuple[ExportGraph, T
         "half": cfg.half, "outputs": output_names(model, head), "head": head, "format": cfg.format,
         "version": __version__,
     }
+    arch = getattr(model, "arch", None)
+    if arch:  # architecture options beyond the size (a pose head's keypoint count, ...)
+        meta["arch"] = dict(arch)
     if head != "raw":
         meta.update(topk=int(model.DECODE_TOPK), decode_nms=bool(model.DECODE_NMS))
     if head == "nms":

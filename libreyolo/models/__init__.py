@@ -4,6 +4,7 @@ family is gone."""
 from ._base.registry import register_family
 from .clip.family import CLIP
 from .convnext.family import ConvNeXt
+from .deformable_detr.family import DeformableDETR
 from .deim.family import DEIM
 from .deit.family import DeiT
 from .depth_anything.family import DepthAnythingV2
@@ -24,12 +25,15 @@ from .rtmdet_ins.family import RTMDetIns
 from .segformer.family import SegFormer
 from .siglip2.family import SigLIP2
 from .swin.family import Swin
+from .swinir.family import SwinIR
 from .vit.family import ViT
 from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
 from .yolo9_e2e.family import YOLO9E2E
 from .yolo9_p2.family import YOLO9P2
+from .yolo9_pose.family import YOLO9Pose
 from .yolo9_seg.family import YOLO9Seg
+from .yolonas.family import YOLONAS
 from .yolox.family import YOLOX
 
 register_family(YOLO9)
@@ -60,4 +64,8 @@ register_family(FOMO)
 register_family(NAFNet)
 register_family(ESRGAN)
 register_family(YOLO9Seg)
+register_family(YOLONAS)
+register_family(SwinIR)
+register_family(YOLO9Pose)
+register_family(DeformableDETR)
 register_family(RTMDetIns)

@@ -62,6 +62,11 @@ class Task:
         augmentation / label options this task reads."""
         raise NotImplementedError
 
+    def data_arch(self, config: Any) -> dict[str, Any]:
+        """Architecture options the dataset ``config`` asks of the model (a pose dataset's keypoint
+        count); training rebuilds the head when they differ from the model's. Default: none."""
+        return {}
+
     def check_train_options(self, cfg: Any) -> None:
         """Refuse training options that do not apply to this task (clear ``ConfigError``)."""
 

@@ -103,7 +103,7 @@ def epoch_row(*, epoch: int, names: tuple[str, ...], losses: Tensor, metrics: di
     """One ``results.csv`` row: training losses, validation metrics and losses, learning rates,
     epoch time and throughput."""
     row = loss_row(epoch=epoch, names=names, losses=losses)
-    for k in ("precision", "recall", "mAP50", "mAP50-95", "mask_mAP50", "mask_mAP50-95", "top1", "top5", "mIoU",
+    for k in ("precision", "recall", "mAP50", "mAP50-95", "mask_mAP50", "mask_mAP50-95", "kpt_mAP50", "kpt_mAP50-95", "top1", "top5", "mIoU",
               "aAcc", "mAcc", "abs_rel", "rmse", "delta1", "psnr", "ssim"):
         if k in metrics:
             row[f"metrics/{k}"] = metrics[k]

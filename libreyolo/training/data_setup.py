@@ -42,6 +42,12 @@ def task_defaults(model: Family, cfg: TrainConfig, explicit: set[str]) -> TrainC
     return dataclasses.replace(cfg, **changes) if changes else cfg
 
 
+def _default_arch(model: Any, key: str) -> Any:
+    """The value of architecture option ``key`` a model has when its ``arch`` leaves it out (the
+    attribute of that name on the model, else ``None``)."""
+    return getattr(model, key, None)
+
+
 class DataSetup:
     """Datasets and loaders of one run (see the module docstring).
 
@@ -83,11 +89,18 @@ class DataSetup:
         self.task.check_train_options(self.cfg)
         if self.cfg.single_cls:  # every label becomes class 0 (the datasets collapse them)
             nc, names = 1, {0: names[0] if d.nc == 1 else "object"}
+        arch = dict(getattr(m, "arch", {}))
+        want = self.task.data_arch(d)  # e.g. a pose dataset's keypoint count
+        changed = {k: v for k, v in want.items() if arch.get(k, _default_arch(m, k)) != v}
+        if changed and nc == m.nc:
+            logger.warning("%s asks %s of the model: rebuilding %s-%s and keeping every weight of matching shape",
+                           self.cfg.data, changed, m.FAMILY, m.size)
         if nc != m.nc:
             logger.warning("the model has %d classes but %s has %d%s: rebuilding %s-%s with %d classes and keeping "
                            "every weight of matching shape", m.nc, self.cfg.data, nc,
                            " (single_cls)" if self.cfg.single_cls else "", m.FAMILY, m.size, nc)
-            new = m.build_net(size=m.size, nc=nc, task=m.task, **getattr(m, "arch", {}))
+        if nc != m.nc or changed:
+            new = m.build_net(size=m.size, nc=nc, task=m.task, **{**arch, **want})
             own = new.state_dict()
             keep = {k: v for k, v in m.net.state_dict().items() if k in own and own[k].shape == v.shape}
             new.load_state_dict(keep, strict=False)

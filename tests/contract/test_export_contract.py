@@ -52,6 +52,12 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     assert (getattr(pt, "masks", None) is None) == (getattr(ox, "masks", None) is None)
     if getattr(pt, "masks", None) is not None:  # instance segmentation: one mask per box at the image size
         assert ox.masks.shape == (len(ox.boxes), 48, 80) and pt.masks.shape == (len(pt.boxes), 48, 80)
+    assert (getattr(pt, "keypoints", None) is None) == (getattr(ox, "keypoints", None) is None)
+    if getattr(pt, "keypoints", None) is not None:  # pose: K keypoints per box, the same as PyTorch's
+        k = int(model.nkpt)
+        assert ox.keypoints.shape == (len(ox.boxes), k, 3) and pt.keypoints.shape == (len(pt.boxes), k, 3)
+        if len(pt.boxes) == len(ox.boxes):
+            assert torch.allclose(ox.keypoints.data, pt.keypoints.data, atol=1e-2)
     if pt.depth is not None:  # depth: the same map at the image's size
         assert ox.depth.shape == pt.depth.shape == (48, 80)
         assert torch.allclose(ox.depth, pt.depth, rtol=1e-3, atol=1e-3)

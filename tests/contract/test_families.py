@@ -45,7 +45,7 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
     if fam.OUTPUT_NAMES:
         assert len(fam.OUTPUT_NAMES) == len(outs)
     dets = model.postprocess(raw, conf=0.0, iou=0.7, classes=None, max_det=10, agnostic=False)
-    assert fam.OUTPUT_KIND in {"boxes", "probs", "semantic", "depth", "points", "restore", "masks"}
+    assert fam.OUTPUT_KIND in {"boxes", "probs", "semantic", "depth", "points", "restore", "masks", "keypoints"}
     if fam.OUTPUT_KIND == "depth":  # per image Tensor[h, w] float32 at the input's stride multiple (no classes)
         s = 64 // fam.STRIDE * fam.STRIDE
         assert outs[0].shape == (1, 1, s, s) and model.nc == 1
@@ -74,6 +74,10 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
         assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 + cols and dets[0].shape[0] <= 10
         masks = model.family.masks(outs[-1][0], dets[0], input_hw=(64, 64))  # always at a quarter of the input
         assert masks.shape == (len(dets[0]), 16, 16) and bool(((masks >= 0) & (masks <= 1)).all())
+    elif fam.OUTPUT_KIND == "keypoints":  # pose: boxes + nkpt keypoints (x, y, visibility score) each
+        k = int(model.nkpt)
+        assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 + 3 * k and dets[0].shape[0] <= 10
+        assert bool(((dets[0][:, 8::3] >= 0) & (dets[0][:, 8::3] <= 1)).all())
     else:
         assert len(dets) == 1 and dets[0].ndim == 2 and dets[0].shape[1] == 6 and dets[0].shape[0] <= 10
 

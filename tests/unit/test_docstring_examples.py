@@ -45,7 +45,14 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.rtmdet_ins.nn", "libreyolo.models.rtmdet_ins.postprocess",
            "libreyolo.models.rtmdet_ins.loss", "libreyolo.models.rtmdet_ins.family", "libreyolo.models._rtmdet.convert",
            "libreyolo.models._vit.towers", "libreyolo.models._vit.zero_shot", "libreyolo.models._vit.tower_convert",
-           "libreyolo.models._vit.text_embeddings")
+           "libreyolo.models._vit.text_embeddings",
+           "libreyolo.models._yolonas.blocks", "libreyolo.models.yolonas.nn", "libreyolo.models.yolonas.convert",
+           "libreyolo.models.yolonas.family",
+           "libreyolo.layers.window_attention", "libreyolo.models.swinir.nn", "libreyolo.models.swinir.convert",
+           "libreyolo.data.pose", "libreyolo.data.shapes_pose", "libreyolo.ops.keypoints", "libreyolo.engine.keypoints",
+           "libreyolo.tasks.pose", "libreyolo.tasks.pose.scoring", "libreyolo.models.yolo9_pose.nn",
+           "libreyolo.models.yolo9_pose.postprocess", "libreyolo.models.yolo9_pose.loss",
+           "libreyolo.models.yolo9_pose.convert")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
@@ -77,6 +84,10 @@ REQUIRED = (
     "libreyolo.data.segment.parse_polygon_file", "libreyolo.data.segment.load_segment_data",
     "libreyolo.data.shapes_seg.ensure_shapes_seg_dataset", "libreyolo.engine.masks.Masks",
     "libreyolo.tasks.segment.masks.to_original", "libreyolo.tasks.segment.scoring.mask_map",
+    "libreyolo.data.pose.parse_pose_file", "libreyolo.data.pose.load_pose_data", "libreyolo.data.pose.flip_keypoints_lr",
+    "libreyolo.data.shapes_pose.ensure_shapes_pose_dataset", "libreyolo.engine.keypoints.Keypoints",
+    "libreyolo.tasks.pose.keypoints_to_original", "libreyolo.tasks.pose.scoring.keypoint_map",
+    "libreyolo.ops.keypoints.metric_sigmas",
     "libreyolo.training.config.TrainConfig",
     "libreyolo.registry.families", "libreyolo.registry.get_family", "libreyolo.registry.parse_weights_name",
     "libreyolo.bench.run.run_benchmark",

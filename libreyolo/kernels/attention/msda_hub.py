@@ -14,9 +14,15 @@ The kernel module exposes (checked against the repository's ``torch_binding.cpp`
 
 Rules:
 
-* Pinned: :data:`HUB_REVISION` is the one audited commit loaded. While it is ``None`` the
-  provider declines (nothing unpinned is ever fetched). Raising the pin = set the 40-hex commit
-  and pass the CUDA parity test ``tests/gpu/test_attention_gpu.py`` with it (docs explain).
+* Pinned: :data:`HUB_REVISION` is the one audited commit loaded (SPEC A-5). Set to ``None``
+  the provider declines (nothing unpinned is ever fetched). Raising the pin = set the 40-hex
+  commit and pass the CUDA parity test ``tests/gpu/test_attention_gpu.py`` with it (docs).
+* Resolving the pin (:func:`default_loader`): ``kernels`` 0.11.7 to 0.13.x resolve a commit-SHA
+  revision in ``get_kernel``; 0.14 to 0.16 reject one (``Invalid rev id``), so for those the
+  build folder of this machine's variant is fetched with
+  ``huggingface_hub.snapshot_download(repo, revision=pin, allow_patterns=["build/<variant>/*"])``
+  and loaded with ``kernels.get_local_kernel``. Other versions are outside the optional extra's
+  range (``pyproject.toml``) and decline with one warning.
 * Eligible: CUDA tensors, all float32, eager only (declines under ``torch.jit`` tracing,
   ``torch.compile``, ``torch.export``, ONNX export); the uniform-points layout with float
   locations (the mixed-points and integer-index layouts fall through to the portable path).
@@ -31,8 +37,11 @@ Rules:
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
+import itertools
 import logging
+import platform
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,9 +62,16 @@ logger = logging.getLogger(__name__)
 NAME = "hub"
 OP = "ms_deform_attn"
 HUB_REPO = "kernels-community/deformable-detr"
-HUB_REVISION: str | None = None
-"""The audited commit of :data:`HUB_REPO` (40 hex digits). ``None``: no audited pin yet, the
-provider declines. See ``docs/attention-kernels.md`` ("Raising the Hub pin")."""
+HUB_REVISION: str | None = "4d2393e5d7879f7cf68db04cc7c9c7342272bc05"
+"""The audited commit of :data:`HUB_REPO` (40 hex digits, SPEC A-5: the revision upstream
+audited). ``None`` would make the provider decline. See ``docs/attention-kernels.md`` ("Raising
+the Hub pin")."""
+PACKAGE_NAME = "deformable_detr"
+
+KERNELS_SHA_REVISION = ((0, 11, 7), (0, 14, 0))
+"""``kernels`` versions ``[low, high)`` whose ``get_kernel`` resolves a commit-SHA revision."""
+KERNELS_SNAPSHOT = ((0, 14, 0), (0, 17, 0))
+"""``kernels`` versions ``[low, high)`` that reject one: the snapshot fallback loads the pin."""
 
 MAX_IM2COL_STEP = 64
 
@@ -63,13 +79,73 @@ HubLoader = Callable[[str, str], ModuleType]
 """``loader(repo_id, revision) -> module`` exposing the two functions above."""
 
 
-def default_loader(repo_id: str, revision: str) -> ModuleType:
-    """Load through the ``kernels`` package (downloads into the Hub cache on first use)."""
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def kernels_version() -> tuple[int, ...] | None:
+    """Installed ``kernels`` version as a 3-tuple (package metadata, no import), else ``None``."""
+    try:
+        return _version_tuple(importlib.metadata.version("kernels"))
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def build_variant() -> str:
+    """This machine's build folder name in a kernel repository:
+    ``torch{maj}{min}-cxx11-cu{ver}-{arch}-linux`` (e.g. ``torch27-cxx11-cu128-x86_64-linux``)."""
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    cuda = (torch.version.cuda or "").replace(".", "")
+    if not cuda:
+        raise RuntimeError(
+            "this torch build has no CUDA: there is no compiled kernel variant for it"
+        )
+    return f"torch{major}{minor}-cxx11-cu{cuda}-{platform.machine()}-linux"
+
+
+def load_loose_snapshot(repo_id: str, revision: str) -> ModuleType:
+    """The snapshot fallback (SPEC A-5): download only ``build/<variant>/*`` of the pinned commit
+    into the Hub cache, then load it as a local kernel."""
+    from huggingface_hub import snapshot_download
+
     kernels = importlib.import_module("kernels")
-    return kernels.get_kernel(repo_id, revision=revision)
+    variant = build_variant()
+    folder = snapshot_download(repo_id, revision=revision, allow_patterns=[f"build/{variant}/*"])
+    return kernels.get_local_kernel(Path(folder), PACKAGE_NAME)
 
 
-def local_loader(path: str | Path, *, package_name: str = "deformable_detr") -> HubLoader:
+def default_loader(repo_id: str, revision: str) -> ModuleType:
+    """Load the pinned commit through the ``kernels`` package (downloads into the Hub cache on
+    first use): ``get_kernel(repo, revision=sha)`` where the installed version resolves a
+    commit SHA (falling back to the snapshot if it answers ``Invalid rev id`` after all), the
+    snapshot fallback where it rejects one, an error otherwise."""
+    version = kernels_version()
+    if version is None:
+        raise ModuleNotFoundError("the optional 'kernels' package is not installed")
+    (lo, hi), (slo, shi) = KERNELS_SHA_REVISION, KERNELS_SNAPSHOT
+    if lo <= version < hi:
+        kernels = importlib.import_module("kernels")
+        try:
+            return kernels.get_kernel(repo_id, revision=revision)
+        except Exception as e:  # noqa: BLE001 - a release in this range that rejects a SHA after all
+            if "invalid rev" not in str(e).lower() and type(e).__name__ != "RevisionNotFoundError":
+                raise
+            logger.debug("kernels %s rejected the commit pin (%r): snapshot fallback", version, e)
+            return load_loose_snapshot(repo_id, revision)
+    if slo <= version < shi:
+        return load_loose_snapshot(repo_id, revision)
+    raise RuntimeError(
+        f"kernels {'.'.join(map(str, version))} is outside the supported range "
+        f"{'.'.join(map(str, lo))} to <{'.'.join(map(str, shi))} "
+        '(pip install "libreyolo[hub-kernels]" installs one inside it)'
+    )
+
+
+def local_loader(path: str | Path, *, package_name: str = PACKAGE_NAME) -> HubLoader:
     """A loader reading a local kernel repository instead of the Hub (auditing a snapshot on a
     machine without network). With ``kernels`` installed it uses ``kernels.get_local_kernel``;
     otherwise it imports a pure-Python ``build/torch-universal/<package_name>/__init__.py``."""

@@ -67,6 +67,9 @@ E2E_LAYOUT = Layout(name="YOLOv9 end-to-end", layers=YOLO9_LAYOUT.layers, head={
 SEG_LAYOUT = Layout(name="YOLOv9-seg", layers=YOLO9_LAYOUT.layers, head={
     **_PLAIN_HEAD, "cv4": "coef", "proto": "proto"})
 
+#: three levels, Ultralytics' ``Pose`` head: ``Detect``'s branches plus the keypoints (``cv4``)
+POSE_LAYOUT = Layout(name="YOLOv9-pose", layers=YOLO9_LAYOUT.layers, head={**_PLAIN_HEAD, "cv4": "kpt"})
+
 
 def rename_key(key: str, layout: Layout = YOLO9_LAYOUT) -> str | None:
     """Our name for one reference key, or ``None`` for a key we drop (DFL constant, counters).
@@ -191,6 +194,8 @@ def layout_of(sd: Mapping[str, Tensor]) -> Layout | None:
         return E2E_LAYOUT
     if _has(sd, "22.proto.cv1.conv.weight"):
         return SEG_LAYOUT
+    if _has(sd, "22.cv4.0.2.weight"):  # a fourth branch without prototypes: keypoints
+        return POSE_LAYOUT
     if _has(sd, "22.cv3.0.2.weight"):
         return YOLO9_LAYOUT
     return None

@@ -12,6 +12,8 @@ from .nn import SPECS
 
 class CLIP(ZeroShotFamily):
     FAMILY: ClassVar[str] = "clip"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (360bf40: every row bitwise)
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (360bf40)
     NAME_TOKEN: ClassVar[str] = "CLIP"  # LibreCLIP<size>-cls.pt
     SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
     SPECS: ClassVar[dict[str, TowerSpec]] = SPECS

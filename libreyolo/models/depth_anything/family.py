@@ -14,6 +14,8 @@ from .nn import SPECS
 
 class DepthAnythingV2(FusedAttentionOption, DepthFamily):
     FAMILY: ClassVar[str] = "depth_anything"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (360bf40: every row bitwise)
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (360bf40)
     NAME_TOKEN: ClassVar[str] = "DepthAnythingV2"  # LibreDepthAnythingV2<size>-depth.pt
     SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
     DEFAULT_IMGSZ: ClassVar[int] = 518  # the published models' input (37 x 37 patches)

@@ -14,13 +14,7 @@ class EfficientNetV2(ClassifyFamily):
     NAME_TOKEN: ClassVar[str] = "EfficientNetV2"  # LibreEfficientNetV2<size>-cls.pt
     SIZES: ClassVar[tuple[str, ...]] = ("b0", "s")
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = (
-        "the classifier's dropout draws from the graph's own RNG stream, so the step-zero loss differs "
-        "from eager; on size s two BatchNorm buffers (features.2.0) also differ after the step, not yet "
-        "explained (docs/cuda-graph-training-parity.json); the capture restores the RNG since 45c0b06, a "
-        "re-run is pending"
-    )
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (360bf40, after the capture's RNG restore)
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:

@@ -12,6 +12,8 @@ from .._base.restore import RestoreFamily
 
 class ESRGAN(RestoreFamily):
     FAMILY: ClassVar[str] = "esrgan"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (360bf40: every row bitwise)
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (360bf40)
     NAME_TOKEN: ClassVar[str] = "RealESRGAN"  # LibreRealESRGAN<size>-restore.pt
     SIZES: ClassVar[tuple[str, ...]] = ("x4b6", "x4")
     STRIDE: ClassVar[int] = 1  # fully convolutional at any size

@@ -12,6 +12,8 @@ from .._base.point import PointFamily
 
 class FOMO(PointFamily):
     FAMILY: ClassVar[str] = "fomo"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (360bf40: every row bitwise)
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (360bf40)
     NAME_TOKEN: ClassVar[str] = "FOMO"  # LibreFOMO<size>-point.pt
     SIZES: ClassVar[tuple[str, ...]] = ("035", "100")
     DEFAULT_IMGSZ: ClassVar[int] = 320

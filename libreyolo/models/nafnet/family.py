@@ -11,6 +11,8 @@ from .._base.restore import RestoreFamily
 
 class NAFNet(RestoreFamily):
     FAMILY: ClassVar[str] = "nafnet"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (360bf40: every row bitwise)
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (360bf40)
     NAME_TOKEN: ClassVar[str] = "NAFNet"  # LibreNAFNet<size>-restore.pt
     SIZES: ClassVar[tuple[str, ...]] = ("t", "w32")
     STRIDE: ClassVar[int] = 16  # four 2x downsamplings

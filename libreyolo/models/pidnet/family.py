@@ -15,10 +15,8 @@ class PIDNet(SemanticFamily):
     SIZES: ClassVar[tuple[str, ...]] = ("s",)
     DEFAULT_IMGSZ: ClassVar[int] = 512
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("ce", "aux", "bd", "sb")
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (360bf40: every row bitwise)
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (360bf40)
     # The reference recipe (Cityscapes, ImageNet-pretrained trunk): SGD, lr 0.01, momentum 0.9, wd 5e-4.
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
         "optimizer": "SGD", "lr0": 0.01, "momentum": 0.9, "weight_decay": 5e-4, "warmup_bias_lr": 0.0,

@@ -20,10 +20,8 @@ class YOLO9Seg(BoxGroupsArch, GELANFamily):
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "seg", "cls", "dfl")
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5", "proto")
     DECODE_TOPK: ClassVar[int] = 0  # no captured decode: the coefficients travel with the eager NMS
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (360bf40: every row bitwise)
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (360bf40)
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str, box_groups: int = 4) -> nn.Module:

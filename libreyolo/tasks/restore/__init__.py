@@ -2,13 +2,13 @@
 
 Prediction runs the whole image at its own size (with ``rect=True``, the default, ``imgsz`` is not
 used): a batch is padded on the right and bottom (edge pixels repeated) to a common size that is a
-multiple of the network's ``stride`` (16 for NAFNet, 1 for RRDBNet), and each output is cropped
+multiple of the network's ``stride`` (16 for NAFNet, 1 for RRDBNet and SwinIR), and each output is cropped
 back to its image (x ``scale``). ``rect=False`` pads every image to ``imgsz`` instead (what a
 fixed-size export needs; an image larger than ``imgsz`` is refused). ``Results.restored`` is Tensor[3, s*H, s*W] float32 RGB in [0, 1] on the CPU, in the
 image's own orientation (:mod:`libreyolo.engine.restore_io`: ``save()`` writes it, ``plot()``
 shows input and output side by side). Datasets are paired LQ / HQ folders
-(:mod:`libreyolo.data.restore`); the built-in demos are ``data="shapes-denoise"`` and
-``data="shapes-sr"``. Validation scores PSNR and SSIM (:mod:`.scoring`); fitness is PSNR.
+(:mod:`libreyolo.data.restore`); the built-in demos are ``data="shapes-denoise"``,
+``data="shapes-sr"`` (x4) and ``data="shapes-sr2"`` (x2). Validation scores PSNR and SSIM (:mod:`.scoring`); fitness is PSNR.
 """
 
 from __future__ import annotations

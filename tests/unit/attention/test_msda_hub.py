@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import socket
 import sys
 import textwrap
+import types
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -134,17 +137,131 @@ def test_without_package_no_import_no_network(hub, make_inputs, monkeypatch):
     assert msda_hub.loaded() is None
 
 
-def test_unpinned_revision_declines(hub, make_inputs):
+def test_pin_is_the_audited_revision_and_unpinned_declines(hub, make_inputs, monkeypatch):
     msda_hub, folder = hub
+    assert msda_hub.HUB_REPO == "kernels-community/deformable-detr"
+    assert msda_hub.HUB_REVISION == "4d2393e5d7879f7cf68db04cc7c9c7342272bc05"  # SPEC A-5
     msda_hub.configure(loader=msda_hub.local_loader(folder), devices=frozenset({"cpu"}))
-    if msda_hub.HUB_REVISION is None:
-        _, args, _ = _args(make_inputs)
-        assert not msda_hub.applies(*args)
+    _, args, _ = _args(make_inputs)
+    assert msda_hub.revision() == msda_hub.HUB_REVISION
+    monkeypatch.setattr(msda_hub, "HUB_REVISION", None)
+    assert not msda_hub.applies(*args)
+    assert msda_hub.loaded() is None
     assert (
         msda_hub.im2col_step(4) == 4
         and msda_hub.im2col_step(96) == 48
         and msda_hub.im2col_step(67) == 1
     )
+
+
+def _fake_kernels(calls):
+    """A stand-in for the ``kernels`` package: records which entry point the loader used."""
+    mod = types.ModuleType("kernels")
+
+    def get_kernel(repo_id, revision=None):
+        calls.append(("get_kernel", repo_id, revision))
+        return types.SimpleNamespace(ms_deform_attn_forward=len, ms_deform_attn_backward=len)
+
+    def get_local_kernel(path, package_name):
+        calls.append(("get_local_kernel", Path(path), package_name))
+        return types.SimpleNamespace(ms_deform_attn_forward=len, ms_deform_attn_backward=len)
+
+    mod.get_kernel, mod.get_local_kernel = get_kernel, get_local_kernel
+    mod.__spec__ = importlib.machinery.ModuleSpec("kernels", None, origin="fake")
+    return mod
+
+
+@pytest.mark.parametrize(
+    ("version", "path"),
+    [("0.11.7", "sha"), ("0.13.0", "sha"), ("0.14.0", "snapshot"), ("0.16.2", "snapshot"),
+     ("0.11.6", "refused"), ("0.17.0", "refused")],
+)
+def test_default_loader_resolves_the_pin_per_kernels_version(hub, monkeypatch, tmp_path, version, path):
+    """SPEC A-5: the versions that resolve a commit SHA get it through ``get_kernel``; 0.14-0.16
+    take the snapshot fallback (only this machine's build folder, then ``get_local_kernel``);
+    versions outside the extra's range are refused. Offline: both entry points are fakes."""
+    import huggingface_hub
+
+    msda_hub, _ = hub
+    calls, downloads = [], []
+    monkeypatch.setitem(sys.modules, "kernels", _fake_kernels(calls))
+    monkeypatch.setattr(msda_hub, "kernels_version", lambda: msda_hub._version_tuple(version))
+    monkeypatch.setattr(msda_hub, "build_variant", lambda: "torch211-cxx11-cu130-x86_64-linux")
+
+    def snapshot_download(repo_id, *, revision, allow_patterns):
+        downloads.append((repo_id, revision, tuple(allow_patterns)))
+        return str(tmp_path / "snap")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    pin = msda_hub.HUB_REVISION
+    if path == "refused":
+        with pytest.raises(RuntimeError, match="outside the supported range"):
+            msda_hub.default_loader(msda_hub.HUB_REPO, pin)
+        assert calls == [] and downloads == []
+        return
+    module = msda_hub.default_loader(msda_hub.HUB_REPO, pin)
+    assert callable(module.ms_deform_attn_forward)
+    if path == "sha":
+        assert calls == [("get_kernel", msda_hub.HUB_REPO, pin)] and downloads == []
+    else:
+        assert downloads == [
+            (msda_hub.HUB_REPO, pin, ("build/torch211-cxx11-cu130-x86_64-linux/*",))
+        ]
+        assert calls == [("get_local_kernel", tmp_path / "snap", "deformable_detr")]
+
+
+def test_sha_rejected_by_a_version_in_range_takes_the_snapshot(hub, monkeypatch, tmp_path):
+    import huggingface_hub
+
+    msda_hub, _ = hub
+    calls, downloads = [], []
+    fake = _fake_kernels(calls)
+
+    class RevisionNotFoundError(Exception):
+        pass
+
+    def rejecting(repo_id, revision=None):
+        calls.append(("get_kernel", repo_id, revision))
+        raise RevisionNotFoundError(f"Invalid rev id: {revision}")
+
+    fake.get_kernel = rejecting
+    monkeypatch.setitem(sys.modules, "kernels", fake)
+    monkeypatch.setattr(msda_hub, "kernels_version", lambda: (0, 13, 1))
+    monkeypatch.setattr(msda_hub, "build_variant", lambda: "torch27-cxx11-cu128-x86_64-linux")
+    monkeypatch.setattr(
+        huggingface_hub,
+        "snapshot_download",
+        lambda repo_id, *, revision, allow_patterns: downloads.append(revision) or str(tmp_path),
+    )
+    module = msda_hub.default_loader(msda_hub.HUB_REPO, msda_hub.HUB_REVISION)
+    assert callable(module.ms_deform_attn_forward)
+    assert [c[0] for c in calls] == ["get_kernel", "get_local_kernel"]
+    assert downloads == [msda_hub.HUB_REVISION]
+    fake.get_kernel = lambda repo_id, revision=None: (_ for _ in ()).throw(OSError("offline"))
+    with pytest.raises(OSError, match="offline"):  # any other failure is not masked
+        msda_hub.default_loader(msda_hub.HUB_REPO, msda_hub.HUB_REVISION)
+
+
+def test_build_variant_names_the_machine(monkeypatch):
+    from libreyolo.kernels.attention import msda_hub
+
+    monkeypatch.setattr(torch, "__version__", "2.7.1+cu128")
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    monkeypatch.setattr(msda_hub.platform, "machine", lambda: "x86_64")
+    assert msda_hub.build_variant() == "torch27-cxx11-cu128-x86_64-linux"
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(RuntimeError, match="no CUDA"):
+        msda_hub.build_variant()
+    assert msda_hub._version_tuple("0.13.0rc1") == (0, 13, 0)
+
+
+def test_pyproject_extra_matches_the_supported_range():
+    text = (Path(__file__).resolve().parents[3] / "pyproject.toml").read_text()
+    from libreyolo.kernels.attention import msda_hub
+
+    lo, hi = msda_hub.KERNELS_SHA_REVISION[0], msda_hub.KERNELS_SNAPSHOT[1]
+    want = f'hub-kernels = ["kernels>={".".join(map(str, lo))},<{hi[0]}.{hi[1]}"]'
+    assert want in text
 
 
 def test_load_failure_disables_with_one_warning(hub, make_inputs):

@@ -105,3 +105,14 @@ def test_segment_batch_feeds_the_family_criterion():
     model = Model(families()["yolo9_seg"](size="t", nc=6))
     loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
     assert torch.isfinite(loss) and items.shape == (4,) and float(items[1]) > 0
+
+
+def test_pose_batch_feeds_the_family_criterion():
+    mod = parity_train
+    b = mod.pose_batch(batch=2, imgsz=64, nc=6, seed=1, device=torch.device("cpu"), nkpt=17)
+    n = b["cls"].shape[0]
+    assert b["keypoints"].shape == (n, 17, 3) and set(b["keypoints"][..., 2].unique().tolist()) <= {0.0, 2.0}
+    assert torch.equal(b["keypoints"], mod.pose_batch(batch=2, imgsz=64, nc=6, seed=1, device=torch.device("cpu"))["keypoints"])
+    model = Model(families()["yolo9_pose"](size="t", nc=6))
+    loss, items = model.build_criterion()(model.net.train()(b["img"]), b)
+    assert torch.isfinite(loss) and items.shape == (5,) and float(items[1]) > 0 and float(items[2]) > 0

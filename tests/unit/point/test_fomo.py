@@ -64,8 +64,6 @@ def test_names_sizes_and_counts() -> None:
     assert parse_weights_name("LibreFOMO035-point.pt").task == "point"
     counts = {s: sum(p.numel() for p in fam(size=s, nc=1).net.parameters()) for s in fam.SIZES}
     assert counts == {"035": 15840 + 96 * 32 + 32 + 32 * 2 + 2, "100": 62016 + 192 * 32 + 32 + 32 * 2 + 2}
-    assert not fam.SUPPORTS_CUDA_GRAPH and fam.CUDA_GRAPH_REASON == "no bitwise parity run recorded yet"
-    assert not fam.SUPPORTS_TRAIN_CUDA_GRAPH and fam.TRAIN_CUDA_GRAPH_REASON == "no bitwise parity run recorded yet"
 
 
 def test_train_val_predict_and_reload_on_shapes(tmp_path: Path) -> None:

@@ -1,0 +1,65 @@
+"""Reader for super-gradients checkpoints (Deci's ``yolo_nas_{s,m,l}_coco.pth`` and the
+``ckpt_best.pth`` its trainer writes): a ``torch.save`` of a plain dict whose ``"net"`` (and, from
+training, ``"ema_net"``) entry is the model's state dict, read with ``torch.load(weights_only=True)``
+(no code runs). The EMA weights are preferred when present. Deci publishes the YOLO-NAS weights
+under its own non-commercial licence (``LICENSE.YOLONAS.md`` of super-gradients).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import CheckpointError
+from . import ForeignWeights
+
+SOURCE = "super_gradients"
+_MARKERS = ("backbone.stem.conv.branch_3x3", "heads.head1.cls_pred")
+
+
+def _load(path: Path) -> Any:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _state_dict(obj: Any) -> dict[str, torch.Tensor] | None:
+    if not isinstance(obj, dict) or "libreyolo" in obj:
+        return None
+    for key in ("ema_net", "net"):
+        if isinstance(obj.get(key), dict):
+            obj = obj[key]
+            break
+    if not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        return None
+    sd = {k[len("module."):] if k.startswith("module.") else k: v for k, v in obj.items()}
+    return sd if all(any(k.startswith(m) for k in sd) for m in _MARKERS) else None
+
+
+def recognise(path: Path) -> bool:
+    """A ``torch.save`` archive holding a super-gradients YOLO-NAS state dict."""
+    if not zipfile.is_zipfile(path):
+        return False
+    try:  # a look at the pickle's bytes first (no tensor is read): its key names
+        with zipfile.ZipFile(path) as z:
+            pkl = [n for n in z.namelist() if n.endswith("data.pkl") and n.count("/") <= 1]
+            head = z.read(pkl[0]) if pkl else b""
+        if b"libreyolo" in head or not all(m.encode() in head for m in _MARKERS):
+            return False
+        return _state_dict(_load(path)) is not None
+    except Exception:  # noqa: BLE001 - unreadable here: not recognised, read_checkpoint says why
+        return False
+
+
+def read(path: Path) -> ForeignWeights:
+    """:class:`ForeignWeights` of a super-gradients YOLO-NAS checkpoint (module docstring)."""
+    try:
+        sd = _state_dict(_load(path))
+    except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
+        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {type(e).__name__}); "
+                              "use another copy or download it again.") from e
+    if sd is None:
+        raise CheckpointError(f"'{path}' holds no super-gradients YOLO-NAS state dict.")
+    return ForeignWeights(source=SOURCE, arch="yolo_nas", state_dict=sd, path=str(path),
+                          licence="Deci YOLO-NAS weights licence (non-commercial; see super-gradients LICENSE.YOLONAS.md)")

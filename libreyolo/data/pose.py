@@ -1,0 +1,319 @@
+"""Pose datasets: images with YOLO pose labels, and ``shapes-pose``.
+
+Layout as for detection (:mod:`libreyolo.data.config`): ``images/<split>/x.jpg`` with
+``labels/<split>/x.txt``. The dataset yaml adds
+
+- ``kpt_shape: [K, D]`` (required): K keypoints per object, D = 3 (x, y, visibility) or 2 (x, y);
+- ``flip_idx`` (a permutation of 0..K-1 that is its own inverse): which keypoint each one becomes
+  under a horizontal flip (left and right swap). Without it horizontal flips are off;
+- ``skeleton`` (optional): pairs ``[i, j]`` of keypoint indices that plots join with a line;
+- ``kpt_sigmas`` (optional): K OKS sigmas for validation (default :func:`~libreyolo.ops.keypoints.metric_sigmas`).
+
+Each non-blank label line is one object, ``cls cx cy w h x1 y1 v1 ... xK yK vK`` (Ultralytics'
+pose format): an integer class id, the box centre and size, then the keypoints, all normalised by
+the image width and height; ``v`` is 0 (not labelled: x, y are ignored, usually 0), 1 (labelled,
+occluded) or 2 (labelled, visible). With D = 2 every keypoint counts as labelled. A line with
+another number of columns than ``5 + K * D``, a non-number, a class id outside ``0..nc-1``, a box
+value or a labelled keypoint outside [0, 1] or a visibility other than 0, 1, 2 raises a one-line
+:class:`~libreyolo.errors.DatasetError` naming the file and line. A missing label file is an image
+without objects.
+
+An item: ``img`` Tensor[3, S, S] uint8 RGB (letterboxed; training: randomly scaled and placed,
+colour-jittered, flipped), ``cls`` Tensor[n] int64, ``bboxes`` Tensor[n, 4] float32 (cx, cy, w, h
+normalised to S), ``keypoints`` Tensor[n, K, 3] float32 (x, y normalised to S, v), plus
+``ori_shape``, ``ratio_pad``, ``im_file`` and ``kpt_sigmas`` (the yaml's, or ``None``). A horizontal flip mirrors x and permutes the keypoints
+by ``flip_idx``; a vertical flip mirrors y only. Boxes are clipped to the canvas (an object whose
+box is cut to under 2 pixels is dropped) and keypoints that leave it become v = 0.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from .._cv import cv2
+from ..errors import ConfigError, DatasetError
+from .config import DataConfig
+from .labels import label_path
+
+logger = logging.getLogger(__name__)
+
+BUILTIN_POSE = ("shapes-pose",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoseDataConfig(DataConfig):
+    """A :class:`~libreyolo.data.config.DataConfig` with the keypoint keys of the yaml."""
+
+    kpt_shape: tuple[int, int] = (17, 3)
+    flip_idx: list[int] | None = None
+    skeleton: list[list[int]] | None = None
+    kpt_sigmas: list[float] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_pose_file(path: Path, *, nc: int, kpt_shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(classes ndarray[n] int64, boxes ndarray[n, 4] float32 cx cy w h, keypoints ndarray[n, K, 3]
+    float32 x y v, all normalised) of a pose label file; D = 2 labels get v = 2.
+
+    Example:
+        >>> import tempfile; f = Path(tempfile.mkdtemp()) / "a.txt"
+        >>> _ = f.write_text("1 0.5 0.5 0.2 0.2 0.45 0.45 2 0 0 0\\n")
+        >>> c, b, k = parse_pose_file(f, nc=2, kpt_shape=(2, 3))
+        >>> c.tolist(), k.shape, k[0, 1].tolist()
+        ([1], (1, 2, 3), [0.0, 0.0, 0.0])
+        >>> _ = f.write_text("1 0.5 0.5 0.2 0.2 0.45 0.45 2\\n")
+        >>> parse_pose_file(f, nc=2, kpt_shape=(2, 3))
+        Traceback (most recent call last):
+        ...
+        libreyolo.errors.DatasetError: ...a.txt line 1: 8 columns, a pose line with kpt_shape [2, 3] has 11 (cls cx cy w h, then x y v per keypoint)
+    """
+    k, d = kpt_shape
+    empty = (np.zeros(0, np.int64), np.zeros((0, 4), np.float32), np.zeros((0, k, 3), np.float32))
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return empty
+    except (OSError, UnicodeDecodeError) as e:
+        raise DatasetError(f"label file {path} cannot be read: {e}") from e
+    want = 5 + k * d
+    cls, boxes, kpts = [], [], []
+    for n, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        where = f"{path} line {n}"
+        layout = "x y v" if d == 3 else "x y"
+        if len(fields) != want:
+            raise DatasetError(f"{where}: {len(fields)} columns, a pose line with kpt_shape [{k}, {d}] has {want} "
+                               f"(cls cx cy w h, then {layout} per keypoint)")
+        try:
+            values = np.array([float(v) for v in fields], np.float64)
+        except ValueError:
+            raise DatasetError(f"{where}: {line.strip()!r} holds a non-number; write 'cls cx cy w h' then "
+                               f"{layout} per keypoint") from None
+        c = values[0]
+        if c != int(c) or not 0 <= c < nc:
+            raise DatasetError(f"{where}: class id {fields[0]} is not an integer in [0, {nc}) (the dataset has {nc} "
+                               "classes)")
+        box = values[1:5]
+        if not ((box >= 0) & (box <= 1)).all() or (box[2:] <= 0).any():
+            raise DatasetError(f"{where}: box {box.tolist()} is not a normalised cx cy w h in [0, 1] with w, h > 0")
+        kp = values[5:].reshape(k, d)
+        if d == 2:
+            kp = np.concatenate([kp, np.full((k, 1), 2.0)], 1)
+        bad_v = [v for v in kp[:, 2] if v not in (0.0, 1.0, 2.0)]
+        if bad_v:
+            raise DatasetError(f"{where}: keypoint visibility {bad_v[0]:g} is none of 0 (not labelled), 1 (occluded), "
+                               "2 (visible)")
+        lab = kp[:, 2] > 0
+        out = kp[lab, :2]
+        if ((out < 0) | (out > 1)).any():
+            bad = out[(out < 0) | (out > 1)][0]
+            raise DatasetError(f"{where}: keypoint coordinate {bad:g} is outside [0, 1]; coordinates are normalised "
+                               "by the image width and height (mark a keypoint outside the image v = 0)")
+        kp[~lab, :2] = 0.0
+        cls.append(int(c))
+        boxes.append(box)
+        kpts.append(kp)
+    if not cls:
+        return empty
+    return (np.asarray(cls, np.int64), np.asarray(boxes, np.float32), np.asarray(kpts, np.float32))
+
+
+def flip_keypoints_lr(kpts: np.ndarray, flip_idx: list[int], width: float = 1.0) -> np.ndarray:
+    """Keypoints (ndarray[n, K, 3] x, y, v) of the horizontally mirrored image: ``x -> width - x``
+    for labelled keypoints, then reordered by ``flip_idx`` (the left keypoint becomes the right one).
+
+    Example:
+        >>> k = np.array([[[0.2, 0.5, 2.0], [0.7, 0.5, 1.0], [0.0, 0.0, 0.0]]])
+        >>> flip_keypoints_lr(k, [1, 0, 2]).tolist()
+        [[[0.30000000000000004, 0.5, 1.0], [0.8, 0.5, 2.0], [0.0, 0.0, 0.0]]]
+    """
+    out = kpts.copy()
+    lab = out[..., 2] > 0
+    out[..., 0] = np.where(lab, width - out[..., 0], 0.0)
+    return out[:, flip_idx]
+
+
+class PoseDataset(Dataset):
+    """Image files with pose labels -> items (module docstring).
+
+    Args:
+        files: image paths (a :class:`PoseDataConfig` split).
+        imgsz: side ``S`` of the square items.
+        nc: number of classes; kpt_shape: (K, D) of the labels; flip_idx: the left/right
+            permutation (``None``: no horizontal flips).
+        augment: the training transform (True) or the letterbox (False).
+        scale: range of the random scale factor; fliplr, flipud: flip probabilities; hsv_h, hsv_s,
+            hsv_v: colour jitter gains (training).
+    """
+
+    def __init__(self, files: list[Path], *, imgsz: int, nc: int, kpt_shape: tuple[int, int],
+                 flip_idx: list[int] | None = None, augment: bool = False, scale: tuple[float, float] = (0.5, 1.5),
+                 fliplr: float = 0.5, flipud: float = 0.0, hsv_h: float = 0.015, hsv_s: float = 0.7,
+                 hsv_v: float = 0.4, kpt_sigmas: list[float] | None = None, prefix: str = "") -> None:
+        if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < 8:
+            raise ConfigError(f"imgsz must be an int >= 8, got {imgsz!r}")
+        self.files = [Path(f) for f in files]
+        self.imgsz, self.nc, self.augment, self.prefix = imgsz, int(nc), augment, prefix
+        self.kpt_shape = (int(kpt_shape[0]), int(kpt_shape[1]))
+        self.flip_idx = list(flip_idx) if flip_idx is not None else None
+        self.kpt_sigmas = list(kpt_sigmas) if kpt_sigmas is not None else None
+        if augment and fliplr > 0 and self.flip_idx is None:
+            logger.warning("%sthe dataset yaml has no flip_idx: horizontal flips are off (a flip must swap left "
+                           "and right keypoints)", prefix)
+            fliplr = 0.0
+        self.scale, self.flips, self.hsv = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v)
+        self._state = torch.tensor([0, 0], dtype=torch.int64).share_memory_()  # epoch, seed
+
+    def set_epoch(self, epoch: int) -> None:
+        self._state[0] = int(epoch)
+
+    def set_seed(self, seed: int) -> None:
+        self._state[1] = int(seed)
+
+    mosaic_enabled = False  # no mosaic for this task
+
+    def close_mosaic(self) -> None:
+        """No mosaic for this task (the trainer's hook does nothing)."""
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        s = self.imgsz
+        f = self.files[i]
+        bgr = cv2.imread(str(f), cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise DatasetError(f"{self.prefix}image {f} could not be read (missing or not an image)")
+        img = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        h, w = img.shape[:2]
+        cls, boxes, kpts = parse_pose_file(label_path(f), nc=self.nc, kpt_shape=self.kpt_shape)
+        rng = np.random.default_rng([int(self._state[1]), int(self._state[0]), i]) if self.augment else None
+        r = s / max(h, w) * (rng.uniform(*self.scale) if rng is not None else 1.0)
+        nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
+        if rng is None:  # letterbox: centred, grey padding
+            ox, oy = (s - nw) // 2, (s - nh) // 2
+        else:  # random placement on (or crop of) the S x S canvas
+            ox = int(rng.integers(min(0, s - nw), max(0, s - nw) + 1))
+            oy = int(rng.integers(min(0, s - nh), max(0, s - nh) + 1))
+        canvas = np.full((s, s, 3), 114, np.uint8)
+        resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nh, nw) != (h, w) else img
+        x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, s), min(oy + nh, s)
+        canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
+        # labels to canvas pixels: xyxy boxes, keypoints
+        xyxy = np.concatenate([boxes[:, :2] - boxes[:, 2:] / 2, boxes[:, :2] + boxes[:, 2:] / 2], 1) * (nw, nh, nw, nh)
+        xyxy = xyxy + (ox, oy, ox, oy)
+        kp = kpts.copy()
+        lab = kp[..., 2] > 0
+        kp[..., :2] = np.where(lab[..., None], kp[..., :2] * (nw, nh) + (ox, oy), 0.0)
+        if rng is not None:
+            from .augment import hsv_jitter
+
+            canvas = hsv_jitter(canvas, rng, h=self.hsv[0], s=self.hsv[1], v=self.hsv[2])
+            if rng.random() < self.flips[0]:
+                canvas = canvas[:, ::-1]
+                xyxy = np.stack([s - xyxy[:, 2], xyxy[:, 1], s - xyxy[:, 0], xyxy[:, 3]], 1)
+                kp = flip_keypoints_lr(kp, self.flip_idx or list(range(self.kpt_shape[0])), float(s))
+            if rng.random() < self.flips[1]:
+                canvas = canvas[::-1]
+                xyxy = np.stack([xyxy[:, 0], s - xyxy[:, 3], xyxy[:, 2], s - xyxy[:, 1]], 1)
+                lab = kp[..., 2] > 0
+                kp[..., 1] = np.where(lab, s - kp[..., 1], 0.0)
+        xyxy = np.clip(xyxy, 0, s)
+        keep = ((xyxy[:, 2] - xyxy[:, 0]) >= 2) & ((xyxy[:, 3] - xyxy[:, 1]) >= 2)
+        xyxy, kp, cls = xyxy[keep], kp[keep], cls[keep]
+        inside = (kp[..., 0] >= 0) & (kp[..., 0] <= s) & (kp[..., 1] >= 0) & (kp[..., 1] <= s) & (kp[..., 2] > 0)
+        kp[~inside] = 0.0
+        kp[..., :2] /= s
+        xywh = np.concatenate(((xyxy[:, :2] + xyxy[:, 2:]) / 2, xyxy[:, 2:] - xyxy[:, :2]), 1) / s
+        return {"img": torch.from_numpy(np.ascontiguousarray(canvas)).permute(2, 0, 1).contiguous(),
+                "cls": torch.from_numpy(cls), "bboxes": torch.from_numpy(xywh.astype(np.float32)),
+                "keypoints": torch.from_numpy(kp.astype(np.float32)), "ori_shape": (h, w),
+                "ratio_pad": ((nw / w, nh / h), (ox, oy)), "im_file": str(f), "kpt_sigmas": self.kpt_sigmas}
+
+
+def collate_pose(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Stack items: ``img`` Tensor[B, 3, S, S] uint8, ``batch_idx`` Tensor[N] (image of each
+    object, images in order), ``cls`` Tensor[N], ``bboxes`` Tensor[N, 4], ``keypoints``
+    Tensor[N, K, 3]; ``ori_shape``, ``ratio_pad``, ``im_file`` as lists; ``kpt_sigmas`` (the
+    dataset's OKS sigmas, or ``None``) once."""
+    if not items:
+        raise ValueError("collate_pose got an empty list of items")
+    counts = torch.tensor([int(it["cls"].shape[0]) for it in items], dtype=torch.int64)
+    return {"img": torch.stack([it["img"] for it in items]),
+            "batch_idx": torch.repeat_interleave(torch.arange(len(items), dtype=torch.int64), counts),
+            "cls": torch.cat([it["cls"] for it in items]), "bboxes": torch.cat([it["bboxes"] for it in items]),
+            "keypoints": torch.cat([it["keypoints"] for it in items]),
+            **{k: [it[k] for it in items] for k in ("ori_shape", "ratio_pad", "im_file")},
+            "kpt_sigmas": items[0].get("kpt_sigmas")}
+
+
+def _pose_keys(doc: dict[str, Any], yaml_path: Path) -> dict[str, Any]:
+    """The checked keypoint keys of a pose dataset yaml."""
+    from ..ops.keypoints import check_flip_idx
+
+    ks = doc.get("kpt_shape")
+    if ks is None:
+        raise DatasetError(f"{yaml_path} has no 'kpt_shape'; a pose dataset yaml needs kpt_shape: [K, 3] (K keypoints "
+                           "of x, y, visibility) and flip_idx")
+    if (not isinstance(ks, (list, tuple)) or len(ks) != 2 or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                                      for v in ks) or ks[0] < 1 or ks[1] not in (2, 3)):
+        raise DatasetError(f"{yaml_path}: kpt_shape {ks!r} must be [K, 3] or [K, 2] with K >= 1")
+    k = int(ks[0])
+    out: dict[str, Any] = {"kpt_shape": (k, int(ks[1]))}
+    if doc.get("flip_idx") is not None:
+        try:
+            out["flip_idx"] = check_flip_idx(doc["flip_idx"], k)
+        except (TypeError, ValueError) as e:
+            raise DatasetError(f"{yaml_path}: {e}") from None
+    sk = doc.get("skeleton")
+    if sk is not None:
+        if not isinstance(sk, (list, tuple)) or not all(
+                isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(v, int) and 0 <= v < k for v in p)
+                for p in sk):
+            raise DatasetError(f"{yaml_path}: skeleton must be a list of [i, j] keypoint index pairs in 0..{k - 1}")
+        out["skeleton"] = [[int(a), int(b)] for a, b in sk]
+    sg = doc.get("kpt_sigmas")
+    if sg is not None:
+        if not isinstance(sg, (list, tuple)) or len(sg) != k or not all(
+                isinstance(v, (int, float)) and v > 0 for v in sg):
+            raise DatasetError(f"{yaml_path}: kpt_sigmas must be {k} positive numbers (one OKS sigma per keypoint)")
+        out["kpt_sigmas"] = [float(v) for v in sg]
+    return out
+
+
+def load_pose_data(data: str | Path) -> PoseDataConfig:
+    """The dataset description of a pose dataset yaml, or of ``"shapes-pose"`` (generated on first use).
+
+    Example:
+        >>> import tempfile; from libreyolo.data.shapes_pose import ensure_shapes_pose_dataset
+        >>> cfg = load_pose_data(ensure_shapes_pose_dataset(Path(tempfile.mkdtemp()), n_train=2, n_val=1, imgsz=64))
+        >>> cfg.nc, cfg.kpt_shape, cfg.flip_idx
+        (2, (5, 3), [1, 0, 3, 2, 4])
+    """
+    import dataclasses
+
+    import yaml
+
+    from .config import load_data_config
+
+    if isinstance(data, str) and data in BUILTIN_POSE:
+        from .shapes_pose import ensure_shapes_pose_dataset
+
+        data = str(ensure_shapes_pose_dataset())
+    base = load_data_config(data)
+    doc = yaml.safe_load(Path(base.yaml_path).read_text()) if Path(base.yaml_path).is_file() else {}
+    if base.coco:
+        raise DatasetError(f"{base.yaml_path}: COCO JSON labels are not read for pose yet; write YOLO pose label "
+                           "files (labels/<split>/<image>.txt, 'cls cx cy w h x1 y1 v1 ...')")
+    keys = _pose_keys(doc if isinstance(doc, dict) else {}, Path(base.yaml_path))
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(DataConfig)}
+    return PoseDataConfig(**fields, **keys)

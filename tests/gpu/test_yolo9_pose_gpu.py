@@ -1,0 +1,58 @@
+"""yolo9_pose on a real GPU: prediction graph replay of the network bitwise equal to eager (every
+size, fp32 and fp16), Results from a graph equal to eager (boxes and keypoints), and a short AMP
+training run on shapes-pose with and without training capture."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from libreyolo import SAMPLE_IMAGE
+from libreyolo.graphs.parity import build_probe_model, check_parity
+from libreyolo.model import Model
+from libreyolo.registry import families
+
+pytestmark = pytest.mark.cuda
+SIZES = list(families()["yolo9_pose"].SIZES)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("amp", [None, torch.float16], ids=["fp32", "fp16"])
+def test_predict_graph_replay_is_bitwise(size: str, amp: torch.dtype | None) -> None:
+    model = build_probe_model(families()["yolo9_pose"], size=size, task="pose", device="cuda", seed=0)
+    row = check_parity(model, shape=(1, 3, 640, 640), amp_dtype=amp)
+    assert row["result"] == "pass", row
+
+
+def test_predict_on_cuda_with_graph_returns_the_same_boxes_and_keypoints() -> None:
+    from libreyolo.graphs.runner import PredictGraphs
+
+    torch.manual_seed(0)
+    model = Model(families()["yolo9_pose"](size="t", nc=2))
+    model.family.set_arch(nkpt=5)
+    model = model.to("cuda")
+    model.backend.use_graphs(PredictGraphs(model.family, force=True))  # capture whatever the family flag says
+    eager = model(SAMPLE_IMAGE, half=True, conf=0.0, max_det=20)[0]
+    graph = model(SAMPLE_IMAGE, half=True, conf=0.0, max_det=20, cuda_graph=True)[0]
+    assert eager.keypoints.shape == (20, 5, 3)
+    assert torch.equal(eager.boxes.data, graph.boxes.data) and torch.equal(eager.keypoints.data, graph.keypoints.data)
+    assert model.graph_info()["graphs"], "the graph path was not taken"
+
+
+@pytest.mark.parametrize("cuda_graph", [False, True], ids=["eager", "graph"])
+def test_short_amp_training_on_shapes_pose(cuda_graph: bool, tmp_path) -> None:
+    from libreyolo.data.shapes_pose import ensure_shapes_pose_dataset
+
+    data = ensure_shapes_pose_dataset(tmp_path / "ds", n_train=32, n_val=8, imgsz=160)
+    torch.manual_seed(0)
+    model = Model(families()["yolo9_pose"](size="t", nc=2))
+    out = model.train(data=str(data), epochs=2, imgsz=128, batch=8, workers=2, device="0", amp=True,
+                      cuda_graph=cuda_graph, project=str(tmp_path / "runs"), verbose=False, tensorboard=False,
+                      plots=False)
+    assert model.nkpt == 5 and 0.0 <= out["kpt_mAP50-95"] <= 1.0 and out["best"]
+    if cuda_graph:
+        info = out["cuda_graph"]
+        if type(model.family).SUPPORTS_TRAIN_CUDA_GRAPH:
+            assert info["failed"] is None and info["graphs"] and info["graphs"][0]["replays"] > 0, info
+        else:
+            assert info["enabled"] is False and info["reason"], info
