@@ -54,6 +54,7 @@ def fuse_conv_bn(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
     fused.weight.copy_(w)
     fused.bias.copy_(b)
     fused.requires_grad_(conv.weight.requires_grad)
+    fused.train(conv.training)  # a new module starts in training mode; keep the replaced one's
     return fused
 
 
@@ -79,6 +80,41 @@ def bn_folded_kernel(
     return w.to(weight.dtype), b.to(weight.dtype)
 
 
+def _observed(m: nn.Module) -> bool:
+    """Whether calling ``m`` as a module does more than its forward (hooks on it or global ones)."""
+    from torch.nn.modules import module as _mod
+
+    return bool(m._forward_hooks or m._forward_pre_hooks or _mod._global_forward_hooks
+                or _mod._global_forward_pre_hooks)
+
+
+def _direct_conv_act(conv: nn.Module, act: nn.Module, x: Tensor) -> Tensor | None:
+    """``act(conv(x))`` as the two functional calls those modules' forwards make, or ``None``
+    when that would not be the same computation (a subclass or replaced module, a padding mode
+    other than zeros, an activation other than SiLU / identity, hooks). A conv computes the same
+    in training and eval mode, so the mode is not consulted.
+
+    Inference runs a fused network whose conv + activation pairs are the bulk of its module
+    calls; each ``nn.Module.__call__`` costs microseconds of host time, which is what an eager
+    forward of a small network on a GPU waits for. The kernels, their arguments and so the bits
+    are those of ``act(conv(x))``; tracing, export and autocast see the same ``aten::conv2d`` /
+    ``aten::silu_``.
+    """
+    if type(conv) is not nn.Conv2d or conv.padding_mode != "zeros" or _observed(conv):
+        return None
+    kind = type(act)
+    if kind is nn.SiLU:
+        if _observed(act):
+            return None
+        y = F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+        return F.silu(y, inplace=act.inplace)
+    if kind is nn.Identity:
+        if _observed(act):
+            return None
+        return F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+    return None
+
+
 class ConvBNAct(nn.Module):
     """Conv2d (no bias) -> BatchNorm2d -> activation (SiLU by default).
 
@@ -99,6 +135,10 @@ class ConvBNAct(nn.Module):
         self.act = make_act(act)
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.bn is None:  # fused (inference): one functional call where nothing observes the children
+            y = _direct_conv_act(self.conv, self.act, x)
+            if y is not None:
+                return y
         x = self.conv(x)
         if self.bn is not None:
             x = self.bn(x)
@@ -129,7 +169,8 @@ class RepConvN(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.conv is not None:
-            return self.act(self.conv(x))
+            y = _direct_conv_act(self.conv, self.act, x)
+            return y if y is not None else self.act(self.conv(x))
         return self.act(self.conv1(x) + self.conv2(x))
 
     @torch.no_grad()
@@ -147,6 +188,7 @@ class RepConvN(nn.Module):
         fused.weight.copy_(k)
         fused.bias.copy_(b3 + b1)
         fused.requires_grad_(src.weight.requires_grad)
+        fused.train(src.training)
         self.conv = fused
         self.conv1 = None
         self.conv2 = None

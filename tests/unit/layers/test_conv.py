@@ -95,3 +95,60 @@ def test_inplace_activation_is_autograd_safe() -> None:
 def test_gelan_block_shapes(block: nn.Module, c_in: int, c_out: int, down: bool) -> None:
     y = block.eval()(torch.randn(2, c_in, 16, 12))
     assert y.shape == (2, c_out, 8 if down else 16, 6 if down else 12)
+
+
+# ------------------------------------------------------------------ the fused fast path
+def _fused(block):
+    block.eval()
+    block.fuse()
+    return block
+
+
+@pytest.mark.parametrize("act", [True, False])
+def test_fused_block_skips_its_child_module_calls_with_the_same_bits(act):
+    """A fused ConvBNAct / RepConvN computes act(conv(x)) through the two functional calls the
+    child modules' forwards make: same bits as calling the children, and the children's
+    ``__call__`` is not entered (that is what saves host time)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 12, 12)
+    for block in (_fused(ConvBNAct(8, 16, k=3, s=2, act=act)), _fused(RepConvN(8, 16, act=act))):
+        with torch.no_grad():
+            fast = block(x)
+            slow = block.act(block.conv(x))
+        assert torch.equal(fast, slow)
+        calls = []
+        block.conv.register_forward_pre_hook(lambda m, a: calls.append(m))
+        with torch.no_grad():
+            hooked = block(x)
+        assert calls == [block.conv], "with a hook on the conv the module path must run (and call it)"
+        assert torch.equal(hooked, fast)
+
+
+def test_fused_block_takes_the_module_path_for_what_it_cannot_reproduce():
+    class Scaled(nn.Conv2d):  # a subclass (e.g. a quantized or instrumented conv) keeps its forward
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    block = _fused(ConvBNAct(4, 4, k=1))
+    x = torch.randn(1, 4, 3, 3)
+    scaled = Scaled(4, 4, 1, bias=True)
+    scaled.load_state_dict(block.conv.state_dict())
+    plain = block(x)
+    block.conv = scaled
+    with torch.no_grad():
+        assert torch.equal(block(x), torch.nn.functional.silu(scaled(x)))  # the subclass's forward ran
+        assert not torch.allclose(block(x), plain)
+    block2 = _fused(ConvBNAct(4, 4, k=1, act=nn.ReLU()))
+    seen = []
+    block2.act.register_forward_hook(lambda m, a, o: seen.append(1))
+    block2(torch.randn(1, 4, 3, 3))
+    assert seen == [1]  # ReLU is not on the fast path: the module ran
+
+
+def test_fuse_keeps_the_training_flag_of_the_replaced_conv():
+    block = ConvBNAct(4, 4, k=3).eval()
+    block.fuse()
+    assert block.conv.training is False
+    rep = RepConvN(4, 4).eval()
+    rep.fuse()
+    assert rep.conv.training is False
