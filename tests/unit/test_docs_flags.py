@@ -13,7 +13,9 @@ what the documentation *says* about them from drifting:
   a parenthesis right after a family's name belongs to that family, the rest of the sentence to
   the families named outside such parentheses;
 * ``docs/STATUS.md``'s family table has a row for every registered family whose yes/no cells
-  for the two graphs equal the flags.
+  for the two graphs equal the flags, and its "Matrices:" paragraph the JSON's row and family
+  counts;
+* the generated ``docs/cuda-graph-*parity.md`` pages hold the rows of their JSON, family by family.
 
 Only explicit claims are parsed (few false positives); prose that states no flag is not judged.
 """
@@ -118,8 +120,7 @@ def claims(text: str) -> dict:
 
 
 def _rows(name: str) -> tuple[list[dict], list[dict]]:
-    pred = json.loads((DOCS / "cuda-graph-parity.json").read_text())["rows"]
-    train = json.loads((DOCS / "cuda-graph-training-parity.json").read_text())["rows"]
+    pred, train = _matrix_rows()
     return [r for r in pred if r["family"] == name], [r for r in train if r["family"] == name]
 
 
@@ -302,6 +303,38 @@ def test_status_table_row_agrees_with_the_flags(name):
     assert _yes(train) is cls.SUPPORTS_TRAIN_CUDA_GRAPH, (
         f"STATUS.md: {name} train graph cell {train[:60]!r}, "
         f"SUPPORTS_TRAIN_CUDA_GRAPH is {cls.SUPPORTS_TRAIN_CUDA_GRAPH}")
+
+
+def _matrix_rows() -> tuple[list[dict], list[dict]]:
+    return (json.loads((DOCS / "cuda-graph-parity.json").read_text())["rows"],
+            json.loads((DOCS / "cuda-graph-training-parity.json").read_text())["rows"])
+
+
+def test_status_matrix_counts_are_the_matrices():
+    """STATUS's "Matrices:" paragraph gives each matrix's row and family count: they are the JSON's."""
+    text = re.sub(r"\s+", " ", (DOCS / "STATUS.md").read_text())
+    para = text.split("Matrices: ", 1)[1].split("## ", 1)[0]
+    for page, rows in zip(("cuda-graph-parity.md", "cuda-graph-training-parity.md"), _matrix_rows()):
+        m = re.search(rf"\({re.escape(page)}\) \((\d+) rows, (\d+) families", para)
+        assert m, f"STATUS.md's Matrices paragraph gives no '(N rows, M families' for {page}"
+        want = (len(rows), len({r["family"] for r in rows}))
+        assert (int(m.group(1)), int(m.group(2))) == want, (
+            f"STATUS.md says {page} has {m.group(1)} rows of {m.group(2)} families; the JSON has {want}")
+
+
+@pytest.mark.parametrize("page,index", [("cuda-graph-parity.md", 0), ("cuda-graph-training-parity.md", 1)])
+def test_matrix_page_has_the_rows_of_its_json(page, index):
+    """The generated markdown matrix was regenerated with its JSON (same rows per family)."""
+    rows = _matrix_rows()[index]
+    want: dict[str, int] = {}
+    for r in rows:
+        want[r["family"]] = want.get(r["family"], 0) + 1
+    got: dict[str, int] = {}
+    for line in (DOCS / page).read_text().splitlines():
+        m = re.match(r"^\| ([a-z0-9_]+) \|", line)
+        if m and m.group(1) != "family":
+            got[m.group(1)] = got.get(m.group(1), 0) + 1
+    assert got == want, f"docs/{page} rows per family {got} differ from its JSON's {want}"
 
 
 # --- the parser itself ---------------------------------------------------------------------------
