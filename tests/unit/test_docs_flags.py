@@ -241,12 +241,12 @@ def page_claims(text: str, names: list[str]) -> list[tuple[str, str, dict]]:
                 g = _group_after(sent, end)
                 if g:
                     groups[(name, start)] = g
-            inside = lambda p: any(a < p < b for a, b in groups.values())  # noqa: E731
+            spans = list(groups.values())
             rest = sent
             for a, b in sorted(groups.values(), reverse=True):
                 rest = rest[:a] + " " * (b - a) + rest[b:]
-            for name, start, end in ments:
-                if inside(start):
+            for name, start, _end in ments:
+                if any(a < start < b for a, b in spans):
                     continue
                 if (name, start) in groups:
                     a, b = groups[(name, start)]
@@ -314,7 +314,8 @@ def test_status_matrix_counts_are_the_matrices():
     """STATUS's "Matrices:" paragraph gives each matrix's row and family count: they are the JSON's."""
     text = re.sub(r"\s+", " ", (DOCS / "STATUS.md").read_text())
     para = text.split("Matrices: ", 1)[1].split("## ", 1)[0]
-    for page, rows in zip(("cuda-graph-parity.md", "cuda-graph-training-parity.md"), _matrix_rows()):
+    for page, rows in zip(("cuda-graph-parity.md", "cuda-graph-training-parity.md"), _matrix_rows(),
+                          strict=True):
         m = re.search(rf"\({re.escape(page)}\) \((\d+) rows, (\d+) families", para)
         assert m, f"STATUS.md's Matrices paragraph gives no '(N rows, M families' for {page}"
         want = (len(rows), len({r["family"] for r in rows}))
