@@ -30,10 +30,7 @@ class PicoDet(DenseFamily):
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5", "raw_p6")  # strides 8..64
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("vfl", "giou", "dfl")
 
-    CUDA_GRAPH_REASON: ClassVar[str] = (
-        "parity row fp16 m failed at 45c0b06 (overflow in the probe model, BatchNorm calibrated at "
-        "256 px); the probe now calibrates at the probe size (l passes 2/2 at 360bf40), the m re-run "
-        "is pending")
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (6/6 with the calibrated probe: l 360bf40, s/m 58331d9)
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (cf0462e: 6/6 rows)
     # The default initialisation lets ESNet's signal fade: with randomised BatchNorm statistics the
     # untrained probe model's output does not depend on its input; parity probes calibrate them.

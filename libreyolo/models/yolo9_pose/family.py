@@ -22,8 +22,7 @@ class YOLO9Pose(GELANFamily):
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "pose", "kobj", "cls", "dfl")
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5")
     DECODE_TOPK: ClassVar[int] = 0  # no captured decode: the keypoints travel with the eager NMS
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (58331d9: every row bitwise)
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
 

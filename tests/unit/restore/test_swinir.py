@@ -265,7 +265,6 @@ def test_onnx_export_keeps_height_and_width_dynamic(tmp_path: Path) -> None:
 def test_family_declarations() -> None:
     fam = families()["swinir"]
     assert fam.SIZES == ("light_x2", "light_x4") and fam.TASKS == ("restore",) and fam.STRIDE == 1
-    assert not fam.SUPPORTS_CUDA_GRAPH and not fam.SUPPORTS_TRAIN_CUDA_GRAPH
     assert [fam(size=s).SCALE for s in fam.SIZES] == [2, 4] and fam.SCALE == 2
     assert parse_weights_name("LibreSwinIRlight_x4-restore.pt").size == "light_x4"
 
