@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+
 def head_width(inter: int, mult: float, divisor: int = 8) -> int:
     """The reference's head width multiplier: ``ceil(int(inter * mult) / divisor) * divisor``.
 

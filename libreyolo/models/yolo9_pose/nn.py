@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from ...errors import ConfigError
 from ...layers.conv import ConvBNAct
 from .._gelan.net import REG_MAX, STRIDES, DetectHead, YOLO9Net, check_build_args
-from .._gelan.pose import decode_keypoints
+from .._gelan.pose import decode_keypoints  # noqa: F401 - re-exported: the decode of this head (scale 2)
 from .._gelan.variants import VARIANTS as GELAN_VARIANTS
 
 NKPT = 17  # default keypoint count (COCO persons); a dataset's kpt_shape rebuilds the head
