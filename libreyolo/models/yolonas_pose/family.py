@@ -37,8 +37,8 @@ class YOLONASPose(DenseFamily):
     CUDA_GRAPH_REASON: ClassVar[str] = "no parity run yet (prediction parity rows pending on a GPU)"
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no parity run yet (training parity rows pending on a GPU)"
-    # As for YOLO-NAS: with randomised BatchNorm statistics the untrained probe's output barely
-    # depends on its input, so the parity probes calibrate them.
+    # Taken from YOLO-NAS (the same trunk), not measured for this family: with randomised BatchNorm
+    # statistics YOLO-NAS' untrained probe output barely depends on its input, so the probes calibrate them.
     PARITY_NORM_STATS: ClassVar[str] = "calibrated"
 
     @classmethod
