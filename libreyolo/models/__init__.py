@@ -34,6 +34,7 @@ from .yolo9_p2.family import YOLO9P2
 from .yolo9_pose.family import YOLO9Pose
 from .yolo9_seg.family import YOLO9Seg
 from .yolonas.family import YOLONAS
+from .yolonas_pose.family import YOLONASPose
 from .yolox.family import YOLOX
 
 register_family(YOLO9)
@@ -69,3 +70,4 @@ register_family(SwinIR)
 register_family(YOLO9Pose)
 register_family(DeformableDETR)
 register_family(RTMDetIns)
+register_family(YOLONASPose)

@@ -52,7 +52,10 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.data.pose", "libreyolo.data.shapes_pose", "libreyolo.ops.keypoints", "libreyolo.engine.keypoints",
            "libreyolo.tasks.pose", "libreyolo.tasks.pose.scoring", "libreyolo.models.yolo9_pose.nn",
            "libreyolo.models.yolo9_pose.postprocess", "libreyolo.models.yolo9_pose.loss",
-           "libreyolo.models.yolo9_pose.convert")
+           "libreyolo.models.yolo9_pose.convert",
+           "libreyolo.models._gelan.pose", "libreyolo.models._yolonas.convert", "libreyolo.models._yolonas.variants",
+           "libreyolo.models.yolonas_pose.nn", "libreyolo.models.yolonas_pose.postprocess",
+           "libreyolo.models.yolonas_pose.family")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 

@@ -20,8 +20,20 @@ l     44.53M  41.985M   44.529M
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
+
+
+def head_width(inter: int, mult: float, divisor: int = 8) -> int:
+    """The reference's head width multiplier: ``ceil(int(inter * mult) / divisor) * divisor``.
+
+    Example:
+        >>> head_width(128, 0.5), head_width(128, 0.33)
+        (64, 48)
+    """
+    return math.ceil(int(inter * mult) / divisor) * divisor
+
 
 StageArgs = tuple[int, int, int, bool]  # (out, blocks, hidden, concat_intermediates)
 NeckArgs = tuple[int, int, int]  # (out, blocks, hidden)

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from ...errors import ConfigError
 from ...layers.conv import ConvBNAct
 from .._gelan.net import REG_MAX, STRIDES, DetectHead, YOLO9Net, check_build_args
+from .._gelan.pose import decode_keypoints  # noqa: F401 - re-exported: the decode of this head (scale 2)
 from .._gelan.variants import VARIANTS as GELAN_VARIANTS
 
 NKPT = 17  # default keypoint count (COCO persons); a dataset's kpt_shape rebuilds the head
@@ -47,23 +48,6 @@ class PoseHead(DetectHead):
     def forward(self, feats: list[Tensor]) -> list[Tensor]:  # type: ignore[override]
         levels = zip(feats, self.box, self.cls, self.kpt, strict=True)
         return [torch.cat((box(x), cls(x), kpt(x)), 1) for x, box, cls, kpt in levels]
-
-
-def decode_keypoints(raw: Tensor, anchors: Tensor, strides: Tensor) -> Tensor:
-    """Raw keypoint values -> keypoints in input pixels.
-
-    raw (Tensor[..., A, K, 3]); anchors (Tensor[A, 2], cell centres in grid units, as
-    :func:`~libreyolo.ops.anchors.make_anchors` gives them); strides (Tensor[A, 1]). Returns
-    Tensor[..., A, K, 3] float32: x, y in pixels and the visibility probability.
-
-    Example:
-        >>> k = decode_keypoints(torch.zeros(1, 1, 3), torch.tensor([[2.5, 1.5]]), torch.tensor([[8.0]]))
-        >>> k.tolist()
-        [[[16.0, 8.0, 0.5]]]
-    """
-    raw = raw.float()
-    xy = (raw[..., :2] * 2.0 + (anchors[:, None, :] - 0.5)) * strides[:, None, :]
-    return torch.cat((xy, raw[..., 2:3].sigmoid()), -1)
 
 
 def check_nkpt(nkpt: object) -> int:

@@ -20,17 +20,12 @@ from ...errors import ConfigError
 from ...layers.conv import ConvBNAct
 from .._yolonas.blocks import relu
 from .._yolonas.net import STRIDES, NASTrunk, fuse_nas
-from .._yolonas.variants import VARIANTS, NASVariant
+from .._yolonas.variants import VARIANTS, NASVariant, head_width
 
 __all__ = ["REG_MAX", "STRIDES", "NASDFLHead", "NDFLHeads", "YOLONASNet", "build_yolonas", "head_width"]
 
 REG_MAX = 17  # distribution bins per side (the reference's reg_max 16 + 1)
 PRIOR_PROB = 0.01  # initial class probability (the reference's prior_prob)
-
-
-def head_width(inter: int, mult: float, divisor: int = 8) -> int:
-    """The reference's width multiplier: ``ceil(int(inter * mult) / divisor) * divisor``."""
-    return math.ceil(int(inter * mult) / divisor) * divisor
 
 
 class NASDFLHead(nn.Module):

@@ -28,12 +28,14 @@ from torch import nn
 
 PKG = "super_gradients"
 _DET = f"{PKG}.training.models.detection_models"
+_POSE = f"{PKG}.training.models.pose_estimation_models.yolo_nas_pose"
 REAL = {
     f"{PKG}.modules.qarepvgg_block", f"{PKG}.modules.conv_bn_act_block", f"{PKG}.modules.conv_bn_relu_block",
     f"{PKG}.modules.sampling", f"{PKG}.modules.skip_connections", f"{PKG}.modules.utils",
     f"{PKG}.training.utils.bbox_utils", f"{PKG}.common.data_types.enum.upsample_mode",
     f"{_DET}.csp_darknet53", f"{_DET}.pp_yolo_e.pp_yolo_head", f"{_DET}.yolo_nas.yolo_stages",
     f"{_DET}.yolo_nas.dfl_heads", f"{_DET}.yolo_nas.panneck",
+    f"{_POSE}.yolo_nas_pose_dfl_head", f"{_POSE}.yolo_nas_pose_ndfl_heads",
 }
 # names other modules import from stubbed packages: (module that really defines it, attribute)
 REEXPORTS = {
@@ -121,7 +123,8 @@ def source_root() -> Path | None:
 
 @contextmanager
 def loaded(root: Path) -> Iterator[dict[str, types.ModuleType]]:
-    """The reference's YOLO-NAS modules; ``sys.modules`` and the import path are restored after."""
+    """The reference's YOLO-NAS (and YOLO-NAS-Pose head) modules; ``sys.modules`` and the import
+    path are restored after."""
     finder = _Finder(root)
     saved = {k: v for k, v in sys.modules.items() if k == PKG or k.startswith(PKG + ".") or k == "omegaconf"}
     omegaconf = types.ModuleType("omegaconf")
@@ -133,7 +136,9 @@ def loaded(root: Path) -> Iterator[dict[str, types.ModuleType]]:
     try:
         yield {n: importlib.import_module(f"{_DET}.{p}") for n, p in
                (("stages", "yolo_nas.yolo_stages"), ("heads", "yolo_nas.dfl_heads"), ("neck", "yolo_nas.panneck"),
-                ("csp", "csp_darknet53"))}
+                ("csp", "csp_darknet53"))} | {
+            n: importlib.import_module(f"{_POSE}.{p}") for n, p in
+            (("pose_head", "yolo_nas_pose_dfl_head"), ("pose_heads", "yolo_nas_pose_ndfl_heads"))}
     finally:
         sys.meta_path.remove(finder)
         for k in [k for k in sys.modules if k == PKG or k.startswith(PKG + ".") or k == "omegaconf"]:
@@ -171,6 +176,31 @@ class _Backbone(nn.Module):
         return outs
 
 
+def _trunk(cfg: dict, mods: dict) -> tuple[nn.Module, nn.Module, list[int]]:
+    """``NStageBackbone`` + ``YoloNASPANNeckWithC2`` from an arch-params yaml, and the neck's output widths."""
+    st = mods["stages"]
+    backbone = _Backbone(cfg["backbone"]["NStageBackbone"], mods)
+    c2, c3, c4, c5 = backbone.out_channels
+    ncfg = cfg["neck"]["YoloNASPANNeckWithC2"]
+    neck = mods["neck"].YoloNASPANNeckWithC2.__new__(mods["neck"].YoloNASPANNeckWithC2)
+    nn.Module.__init__(neck)  # its own __init__ goes through the (stubbed) module factory
+
+    def stage(cls: type, key: str, ins: list[int]) -> nn.Module:
+        return cls(ins, **{**_one(ncfg[key]), "activation_type": nn.ReLU})
+
+    neck.neck1 = stage(st.YoloNASUpStage, "neck1", [c5, c4, c3])
+    neck.neck2 = stage(st.YoloNASUpStage, "neck2", [neck.neck1.out_channels[1], c3, c2])
+    neck.neck3 = stage(st.YoloNASDownStage, "neck3", [neck.neck2.out_channels[1], neck.neck2.out_channels[0]])
+    neck.neck4 = stage(st.YoloNASDownStage, "neck4", [neck.neck3.out_channels, neck.neck1.out_channels[0]])
+    return backbone, neck, [neck.neck2.out_channels[1], neck.neck3.out_channels, neck.neck4.out_channels]
+
+
+def _set_bn(model: nn.Module, cfg: dict) -> None:
+    for m in model.modules():  # CustomizableDetector._initialize_weights
+        if type(m) is nn.BatchNorm2d:
+            m.eps, m.momentum = float(cfg["bn_eps"]), float(cfg["bn_momentum"])
+
+
 class Reference(nn.Module):
     """forward(x) -> the reference ``NDFLHeads`` output: ((pred_bboxes [B, A, 4] xyxy pixels,
     pred_scores [B, A, C]), (cls logits [B, A, C], reg logits [B, A, 4 * 17], ...))."""
@@ -180,22 +210,8 @@ class Reference(nn.Module):
         import yaml
 
         cfg = yaml.safe_load((root / PKG / f"recipes/arch_params/yolo_nas_{size}_arch_params.yaml").read_text())
-        st, dh = mods["stages"], mods["heads"]
-        self.backbone = _Backbone(cfg["backbone"]["NStageBackbone"], mods)
-        c2, c3, c4, c5 = self.backbone.out_channels
-        ncfg = cfg["neck"]["YoloNASPANNeckWithC2"]
-        neck = mods["neck"].YoloNASPANNeckWithC2.__new__(mods["neck"].YoloNASPANNeckWithC2)
-        nn.Module.__init__(neck)  # its own __init__ goes through the (stubbed) module factory
-
-        def stage(cls: type, key: str, ins: list[int]) -> nn.Module:
-            return cls(ins, **{**_one(ncfg[key]), "activation_type": nn.ReLU})
-
-        neck.neck1 = stage(st.YoloNASUpStage, "neck1", [c5, c4, c3])
-        neck.neck2 = stage(st.YoloNASUpStage, "neck2", [neck.neck1.out_channels[1], c3, c2])
-        neck.neck3 = stage(st.YoloNASDownStage, "neck3", [neck.neck2.out_channels[1], neck.neck2.out_channels[0]])
-        neck.neck4 = stage(st.YoloNASDownStage, "neck4", [neck.neck3.out_channels, neck.neck1.out_channels[0]])
-        self.neck = neck
-        outs = [neck.neck2.out_channels[1], neck.neck3.out_channels, neck.neck4.out_channels]
+        dh = mods["heads"]
+        self.backbone, self.neck, outs = _trunk(cfg, mods)
         hcfg = cfg["heads"]["NDFLHeads"]
         heads = dh.NDFLHeads.__new__(dh.NDFLHeads)
         nn.Module.__init__(heads)
@@ -210,9 +226,44 @@ class Reference(nn.Module):
             strides.append(m.stride)
         heads.num_heads, heads.fpn_strides = len(strides), tuple(strides)
         self.heads = heads
-        for m in self.modules():  # CustomizableDetector._initialize_weights
-            if type(m) is nn.BatchNorm2d:
-                m.eps, m.momentum = float(cfg["bn_eps"]), float(cfg["bn_momentum"])
+        _set_bn(self, cfg)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return self.heads(self.neck(self.backbone(x)))
+
+
+class PoseReference(nn.Module):
+    """super-gradients' YOLO-NAS-Pose from ``yolo_nas_pose_{n,s,m,l}_arch_params.yaml``: the trunk
+    as :class:`Reference`, ``YoloNASPoseNDFLHeads`` of ``YoloNASPoseDFLHead``. forward(x) -> the
+    reference head output: ((pred_bboxes [B, A, 4], pred_scores [B, A, 1], pred_pose_coords
+    [B, A, K, 2] pixels, pred_pose_scores [B, A, K]), (cls logits [B, A, 1], reg logits
+    [B, A, 68], pose coords [B, A, K, 2], pose logits [B, A, K], ...))."""
+
+    def __init__(self, root: Path, mods: dict, size: str) -> None:
+        super().__init__()
+        import yaml
+
+        cfg = yaml.safe_load((root / PKG / f"recipes/arch_params/yolo_nas_pose_{size}_arch_params.yaml").read_text())
+        self.backbone, self.neck, outs = _trunk(cfg, mods)
+        hcfg = dict(cfg["heads"]["YoloNASPoseNDFLHeads"])
+        cls = mods["pose_heads"].YoloNASPoseNDFLHeads
+        heads = cls.__new__(cls)
+        nn.Module.__init__(heads)
+        r, k = int(hcfg["reg_max"]), int(hcfg["num_classes"])
+        heads.in_channels, heads.num_classes, heads.reg_max = tuple(outs), k, r
+        heads.grid_cell_scale, heads.grid_cell_offset, heads.eval_size = 5.0, 0.5, None
+        heads.pose_offset_multiplier = float(hcfg.get("pose_offset_multiplier", 1.0))
+        heads.compensate_grid_cell_offset = bool(hcfg.get("compensate_grid_cell_offset", True))
+        heads.inference_mode = False
+        heads.register_buffer("proj_conv", torch.linspace(0, r, r + 1).reshape([1, r + 1, 1, 1]), persistent=False)
+        strides = []
+        for i, h in enumerate(hcfg["heads_list"]):
+            m = mods["pose_head"].YoloNASPoseDFLHead(outs[i], **{**_one(h), "num_classes": k, "reg_max": r})
+            setattr(heads, f"head{i + 1}", m)
+            strides.append(m.stride)
+        heads.num_heads, heads.fpn_strides = len(strides), tuple(strides)
+        self.heads = heads
+        _set_bn(self, cfg)
 
     def forward(self, x: torch.Tensor) -> Any:
         return self.heads(self.neck(self.backbone(x)))
