@@ -5,8 +5,9 @@ Built from the pieces it shares with Deformable DETR (:mod:`libreyolo.models._de
 frozen ResNet, the input projections + deformable encoder (6 layers, 4 levels, 4 points, post-norm)
 and the decoder layer (self-attention, deformable cross-attention, FFN). DINO's own parts:
 
-* FFN width 2048 and no dropout (the reference's 4-scale config); the encoder's sine position
-  embedding has temperature 20 and no half-pixel offset (the reference's ``PositionEmbeddingSineHW``);
+* FFN width 2048 and no dropout (the reference's ``DINO_4scale.py``); the encoder's sine position
+  embedding has temperature 20 and no half-pixel offset (the reference's ``PositionEmbeddingSineHW``
+  with ``normalize=True``);
 * **mixed query selection**: every encoder token is scored as a proposal (``enc_output`` + norm,
   a class head and a box head on top of a per-level anchor of side ``0.05 * 2**level``); the top
   ``num_queries`` (900) tokens by best class score give the initial (detached) reference boxes,
@@ -20,8 +21,8 @@ and the decoder layer (self-attention, deformable cross-attention, FFN). DINO's 
   ``dec_pred_*_embed_share``), separate ones for the encoder proposals;
 * **contrastive denoising** in training: positive and negative noised ground-truth queries,
   built by the shared :func:`~libreyolo.models._detr.denoising.build_denoising_group` (RT-DETR
-  inherited it from DINO: 100 denoising queries, label noise 0.5, box noise 1.0), the label
-  embedding ``label_enc`` and the group attention mask.
+  inherited it from DINO; DINO_4scale.py's settings: 100 denoising queries, label noise 0.5, box
+  noise 0.4), the label embedding ``label_enc`` and the group attention mask.
 
 Forward contract (as the other DETRs, SPEC G-9): eval ``net(x)`` -> ``(logits Tensor[B, Q, nc],
 boxes Tensor[B, Q, 4] xyxy input pixels)``, Q = min(900, tokens); train ``net(x)`` -> the encoder
@@ -60,7 +61,7 @@ class DINOConfig(DeformableDETRConfig):
     dropout: float = 0.0
     num_denoising: int = 100
     label_noise: float = 0.5
-    box_noise: float = 1.0
+    box_noise: float = 0.4  # dn_box_noise_scale of DINO_4scale.py (RT-DETR uses 1.0)
 
 
 class DINOEncoder(DeformableEncoder):

@@ -72,7 +72,7 @@ def test_architecture_facts() -> None:
     assert enc.POS_TEMPERATURE == 20.0 and enc.POS_OFFSET == 0.0
     assert dec.ref_point_head.layers[0].in_features == 512  # query position from the 4-d box's sine embedding
     assert dec.label_enc.weight.shape == (92, 256) and dec.label_enc.padding_idx == 91
-    assert (dec.num_denoising, dec.label_noise, dec.box_noise) == (100, 0.5, 1.0)
+    assert (dec.num_denoising, dec.label_noise, dec.box_noise) == (100, 0.5, 0.4)  # DINO_4scale.py
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())  # frozen BN only
     assert all(m.dropout.p == 0.0 for m in enc.layers)
 
