@@ -9,6 +9,7 @@ from .deim.family import DEIM
 from .deit.family import DeiT
 from .depth_anything.family import DepthAnythingV2
 from .dfine.family import DFINE
+from .dino_detr.family import DINODETR
 from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
 from .esrgan.family import ESRGAN
@@ -71,3 +72,4 @@ register_family(YOLO9Pose)
 register_family(DeformableDETR)
 register_family(RTMDetIns)
 register_family(YOLONASPose)
+register_family(DINODETR)

@@ -42,6 +42,7 @@ ALIASES = {
     "clip": ["CLIP"],
     "convnext": ["ConvNeXt"],
     "deformable_detr": ["Deformable DETR"],
+    "dino_detr": ["DINO"],
     "deim": ["DEIM"],
     "deit": ["DeiT"],
     "depth_anything": ["Depth Anything V2", "Depth Anything"],

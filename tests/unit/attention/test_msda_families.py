@@ -27,7 +27,9 @@ FAKE = "fake-msda-counter"
 #   dfine / deim n: 3 decoder layers, 6 points on each of 2 levels;
 #   dfine s: points (3, 6, 3) differ per level -> the portable path (K-8), no call;
 #   deformable_detr r50, r50refine and r50twostage: 6 encoder + 6 decoder layers, 4 points on each of 4 levels
-#   (r50refine's decoder layers 2-6 sample around 4-d reference boxes: still the standard layout).
+#   (r50refine's decoder layers 2-6 sample around 4-d reference boxes: still the standard layout);
+#   dino_detr r50: 6 encoder + 6 decoder layers, 4 points on each of 4 levels (the training step adds
+#   denoising queries: more queries per call, not more calls).
 EXPECTED = {
     ("rtdetr", "r18"): 3,
     ("rtdetrv2", "r18"): 3,
@@ -37,6 +39,7 @@ EXPECTED = {
     ("deformable_detr", "r50"): 12,
     ("deformable_detr", "r50refine"): 12,
     ("deformable_detr", "r50twostage"): 12,
+    ("dino_detr", "r50"): 12,
 }
 
 
