@@ -34,6 +34,8 @@ from .yolo9_pose.family import YOLO9Pose
 from .yolo9_seg.family import YOLO9Seg
 from .yolonas.family import YOLONAS
 from .yolox.family import YOLOX
+from .sam.family import SAM
+from .mobilesam.family import MobileSAM
 
 register_family(YOLO9)
 register_family(YOLO9P2)
@@ -67,3 +69,5 @@ register_family(YOLONAS)
 register_family(SwinIR)
 register_family(YOLO9Pose)
 register_family(DeformableDETR)
+register_family(SAM)
+register_family(MobileSAM)
