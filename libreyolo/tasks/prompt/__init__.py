@@ -97,6 +97,10 @@ class PromptTask(SegmentTask):
         multimask = bool(getattr(opts, "multimask_output", False))
         if pts is None and bx is None and not multimask:
             return nullcontext()
+        scope = getattr(twin, "prompting", None)
+        if scope is None:  # an exported graph holds the network with the default prompt only
+            raise ConfigError("this exported promptable model answers only the default prompt (the image centre); "
+                              "load the PyTorch weights to predict with points / boxes")
         ratios = {(float(p.ratio), tuple(float(v) for v in p.pad)) for p in params}
         if len(ratios) > 1:
             raise ConfigError("prompts apply to every image of a batch: give images of one size per call (or batch=1)")
@@ -109,11 +113,11 @@ class PromptTask(SegmentTask):
         if pts is None and bx is None:  # multimask alone: the default centre prompt, three masks
             h, w = (int(v) for v in params[0].out_shape)
             pts, lab = torch.tensor([[[w / 2.0, h / 2.0]]]), torch.ones(1, 1, dtype=torch.int64)
-        return twin.prompting(Prompts(points=pts, labels=lab, boxes=bx, multimask=multimask))
+        return scope(Prompts(points=pts, labels=lab, boxes=bx, multimask=multimask))
 
     def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
                 rerun: Any) -> list[dict[str, Any]]:
-        outs = twin.postprocess(raw)
+        outs = twin.postprocess(raw, conf=0.0, iou=0.0, classes=None, max_det=0, agnostic=False)
         pts, lab, bx = parse_prompts(getattr(opts, "points", None), getattr(opts, "labels", None),
                                      getattr(opts, "boxes", None))
         prompts = {"points": pts, "labels": lab, "boxes": bx}
@@ -131,6 +135,23 @@ class PromptTask(SegmentTask):
         return result
 
     # ------------------------------------------------------------------ data
+    def load_data(self, data: str) -> Any:
+        """The segmentation dataset, class-agnostic: one class ``object`` (every instance is a prompt);
+        the labels' own class count is kept as ``label_nc`` for reading them."""
+        import dataclasses
+
+        cfg = super().load_data(data)
+        out = dataclasses.replace(cfg, nc=1, names={0: "object"})
+        object.__setattr__(out, "label_nc", cfg.nc)
+        return out
+
+    def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool = False,
+                train_cfg: Any = None) -> Any:
+        import dataclasses
+
+        labels = dataclasses.replace(config, nc=getattr(config, "label_nc", config.nc))
+        return super().dataset(labels, files, split=split, imgsz=imgsz, augment=augment, train_cfg=train_cfg)
+
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``imgsz`` defaults to the family's (the image encoder's square input), ``project`` to runs/prompt."""
         changes: dict[str, Any] = {}
