@@ -50,7 +50,9 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.data.pose", "libreyolo.data.shapes_pose", "libreyolo.ops.keypoints", "libreyolo.engine.keypoints",
            "libreyolo.tasks.pose", "libreyolo.tasks.pose.scoring", "libreyolo.models.yolo9_pose.nn",
            "libreyolo.models.yolo9_pose.postprocess", "libreyolo.models.yolo9_pose.loss",
-           "libreyolo.models.yolo9_pose.convert")
+           "libreyolo.models.yolo9_pose.convert",
+           "libreyolo.tasks.prompt", "libreyolo.tasks.prompt.scoring", "libreyolo.engine.prompts_io",
+           "libreyolo.models._sam.loss")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 

@@ -40,7 +40,14 @@ def dice_loss(logits: Tensor, target: Tensor) -> Tensor:
 
 
 def mask_iou(pred: Tensor, target: Tensor) -> Tensor:
-    """IoU of boolean masks Tensor[N, H, W] pairwise by row -> Tensor[N] (empty union: 1)."""
+    """IoU of boolean masks Tensor[N, H, W] pairwise by row -> Tensor[N] (empty union: 1).
+
+    Example:
+        >>> a = torch.zeros(1, 4, 4, dtype=torch.bool); a[0, :2] = True
+        >>> b = torch.zeros(1, 4, 4, dtype=torch.bool); b[0, :, :2] = True
+        >>> mask_iou(a, b).tolist()  # 4 shared pixels of 12
+        [0.3333333432674408]
+    """
     inter = (pred & target).flatten(1).sum(1).float()
     union = (pred | target).flatten(1).sum(1).float()
     return torch.where(union > 0, inter / union.clamp(min=1), torch.ones_like(union))
