@@ -157,3 +157,30 @@ def test_finetune_trains_the_decoder_with_the_encoder_frozen(shapes_seg: Path, t
     enc1, dec1 = m.net.image_encoder.state_dict(), m.net.mask_decoder.state_dict()
     assert all(torch.equal(enc0[k], enc1[k]) for k in enc0)  # frozen
     assert any(not torch.equal(dec0[k], dec1[k]) for k in dec0)  # fine-tuned
+
+
+def test_saved_weights_load_by_name_and_predict_the_same(tmp_path: Path) -> None:
+    from libreyolo import LibreYOLO
+
+    torch.manual_seed(0)
+    m = Model(MobileSAM(size="vit_t"))
+    path = tmp_path / "LibreMobileSAMvit_t-prompt.pt"
+    m.save(str(path))
+    loaded = LibreYOLO(str(path))
+    assert (loaded.FAMILY, loaded.size, loaded.task, loaded.imgsz) == ("mobilesam", "vit_t", "prompt", 1024)
+    img = np.random.default_rng(0).integers(0, 255, (48, 80, 3), dtype=np.uint8)
+    a = m.predict(img, imgsz=64, points=[[10, 10]], fuse=False)[0]
+    b = loaded.predict(img, imgsz=64, points=[[10, 10]], fuse=False)[0]
+    assert torch.equal(a.masks.data, b.masks.data) and torch.equal(a.boxes.conf, b.boxes.conf)
+
+
+def test_an_exported_model_refuses_prompts(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from libreyolo import LibreYOLO
+
+    torch.manual_seed(0)
+    m = Model(SAM(size="tiny"))
+    path = m.export(format="onnx", imgsz=64, file=str(tmp_path / "sam.onnx"))
+    img = np.zeros((64, 64, 3), np.uint8)
+    with pytest.raises(ConfigError, match="default prompt"):
+        LibreYOLO(str(path)).predict(img, boxes=[[1, 1, 30, 30]])
