@@ -74,6 +74,22 @@ def test_family_converter_reads_a_transformers_checkpoint() -> None:
     assert torch.equal(w, ref.state_dict()["vision_encoder.layers.0.attn.qkv.weight"])
 
 
+def test_libreyolo_loads_a_saved_transformers_sam(tmp_path) -> None:
+    from libreyolo import LibreYOLO
+
+    ref = _tiny_reference()
+    ref.save_pretrained(str(tmp_path))
+    model = LibreYOLO(str(tmp_path / "model.safetensors"))
+    assert (model.FAMILY, model.size, model.task) == ("sam", "tiny", "prompt")
+    x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(2))
+    box = torch.tensor([[8.0, 8.0, 48.0, 40.0]])
+    with torch.no_grad():
+        r = ref(pixel_values=(x - model.net.pixel_mean) / model.net.pixel_std, input_boxes=box[None],
+                multimask_output=False)
+        masks, _ = model.decode_prompts(model.net.encode(x), Prompts(boxes=box))
+    assert _rel(masks, r.pred_masks) < 1e-5
+
+
 @pytest.mark.parametrize("size,hf", [
     ("vit_b", dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, global_attn_indexes=[2, 5, 8, 11])),
     ("vit_h", dict(hidden_size=1280, num_hidden_layers=32, num_attention_heads=16,
