@@ -174,14 +174,16 @@ class TinyViTImageEncoder(nn.Module):
 
     def __init__(self, *, dims: tuple[int, ...] = (64, 128, 160, 320), depths: tuple[int, ...] = (2, 2, 6, 2),
                  heads: tuple[int, ...] = (2, 4, 5, 10), windows: tuple[int, ...] = (7, 7, 14, 7),
-                 out_chans: int = 256, mlp_ratio: float = 4.0, mbconv_expand: float = 4.0) -> None:
+                 out_chans: int = 256, mlp_ratio: float = 4.0, mbconv_expand: float = 4.0,
+                 last_merge_stride: int = 1) -> None:
         super().__init__()
         self.patch_embed = PatchEmbed(dims[0])
         layers = []
         for i, depth in enumerate(depths):
             last = i == len(depths) - 1
             out = dims[min(i + 1, len(dims) - 1)]
-            down = None if last else PatchMerging(dims[i], out, stride=1 if i == len(depths) - 2 else 2)
+            # MobileSAM keeps the last merge at stride 1 (stride 16 overall); TinyViT's own is 2
+            down = None if last else PatchMerging(dims[i], out, stride=last_merge_stride if i == len(depths) - 2 else 2)
             if i == 0:
                 blocks: list[nn.Module] = [MBConv(dims[0], mbconv_expand) for _ in range(depth)]
             else:
@@ -191,8 +193,12 @@ class TinyViTImageEncoder(nn.Module):
         self.neck = nn.Sequential(nn.Conv2d(dims[-1], out_chans, 1, bias=False), LayerNorm2d(out_chans),
                                   nn.Conv2d(out_chans, out_chans, 3, padding=1, bias=False), LayerNorm2d(out_chans))
 
-    def forward(self, x: Tensor) -> Tensor:
+    def trunk(self, x: Tensor) -> Tensor:
+        """The TinyViT stages without the neck: Tensor[B, dims[-1], H/16, W/16]."""
         x = self.patch_embed(x)
         for layer in self.layers:
             x = layer(x)
-        return self.neck(x)
+        return x
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.neck(self.trunk(x))

@@ -63,6 +63,45 @@ def test_tinyvit_block_matches_timm() -> None:
     assert float((a - b).abs().max() / b.abs().max()) < 1e-5
 
 
+def test_tinyvit_trunk_matches_timm_tiny_vit_5m() -> None:
+    """The whole TinyViT-5M trunk (stem, MBConv stage, three attention stages with their merges)
+    against timm's ``tiny_vit_5m_224`` with random weights and BatchNorm statistics; the only
+    difference from MobileSAM's encoder is the last merge's stride (2 here, as timm; MobileSAM 1)
+    and the neck, which timm does not have."""
+    import re
+
+    timm = pytest.importorskip("timm")
+    from libreyolo.models.mobilesam.nn import TinyViTImageEncoder
+
+    torch.manual_seed(0)
+    ref = timm.create_model("tiny_vit_5m_224", pretrained=False).eval()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+        for n, b in ref.named_buffers():
+            if n.endswith("running_var"):
+                b.uniform_(0.5, 1.5)
+            elif n.endswith("running_mean"):
+                b.normal_(0, 0.1)
+
+    def rename(k: str) -> str:
+        k = re.sub(r"^patch_embed\.conv([12])\.", lambda m: f"patch_embed.seq.{2 * int(m[1]) - 2}.", k)
+        if m := re.match(r"^stages\.(\d+)\.downsample\.(.*)$", k):  # timm merges at a stage's start, ours at the end
+            k = f"layers.{int(m[1]) - 1}.downsample.{m[2]}"
+        return re.sub(r"\.conv\.weight$", ".c.weight", re.sub(r"^stages\.", "layers.", k))
+
+    ours = TinyViTImageEncoder(last_merge_stride=2).eval()
+    sd = {rename(k): v for k, v in ref.state_dict().items()
+          if not k.startswith("head.") and not k.endswith(("num_batches_tracked", "attention_bias_idxs"))}
+    neck = {k: v for k, v in ours.state_dict().items() if k.startswith("neck.") or k.endswith("num_batches_tracked")}
+    ours.load_state_dict({**neck, **sd})
+    x = torch.rand(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        a, b = ours.trunk(x), ref.forward_features(x)
+    assert a.shape == b.shape == (1, 320, 7, 7)
+    assert float((a - b).abs().max() / b.abs().max()) < 1e-5
+
+
 def test_attention_sites_carry_the_fused_attn_flag() -> None:
     from libreyolo.kernels.attention import fused_attention_modules
 
