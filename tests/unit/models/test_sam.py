@@ -223,3 +223,21 @@ def test_an_exported_model_refuses_prompts(tmp_path: Path) -> None:
     img = np.zeros((64, 64, 3), np.uint8)
     with pytest.raises(ConfigError, match="default prompt"):
         LibreYOLO(str(path)).predict(img, boxes=[[1, 1, 30, 30]])
+
+
+def test_official_checkpoint_layout_converts_dropping_the_tinyvit_head() -> None:
+    """A MobileSAM checkpoint has our names plus TinyViT's unused classifier and bias-index tables."""
+    from libreyolo.errors import CheckpointError
+    from libreyolo.models._sam.convert import convert_official
+
+    torch.manual_seed(0)
+    net = MobileSAM.build_net(size="vit_t", nc=1, task="prompt")
+    own = net.state_dict()
+    src = {k: torch.randn_like(v) if v.is_floating_point() else v for k, v in own.items()}
+    src |= {"image_encoder.head.weight": torch.zeros(1000, 320), "image_encoder.norm_head.weight": torch.ones(320),
+            "image_encoder.layers.1.blocks.0.attn.attention_bias_idxs": torch.zeros(49, 49, dtype=torch.int64)}
+    out = convert_official(src, own)
+    assert set(out) == set(own) and torch.equal(out["mask_decoder.iou_token.weight"], src["mask_decoder.iou_token.weight"])
+    del src["mask_decoder.iou_token.weight"]
+    with pytest.raises(CheckpointError, match="iou_token"):
+        convert_official(src, own)
