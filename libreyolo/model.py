@@ -246,6 +246,10 @@ class Model:
         line_width: int | None = None,
         show: bool = False,
         verbose: bool = False,
+        points: Any = None,
+        labels: Any = None,
+        boxes: Any = None,
+        multimask_output: bool = False,
     ) -> list[Results] | Iterator[Results]:
         """Detect objects in ``source`` (path, folder, glob, ``.txt`` list, PIL, numpy, tensor,
         video, webcam index, stream URL: :mod:`libreyolo.engine.sources`).
@@ -265,6 +269,9 @@ class Model:
         image where a display exists. ``vid_stride`` reads every n-th video / stream frame. Use
         ``stream=True`` for webcams and long videos (results one at a time, constant memory).
         ``verbose=True`` logs one line per image (objects found, milliseconds).
+        A promptable model (task ``prompt``: SAM, MobileSAM) takes ``points`` ([[x, y], ...] in
+        image pixels) with ``labels`` (1 foreground, 0 background), ``boxes`` ([[x1, y1, x2, y2],
+        ...]) and ``multimask_output`` (three candidate masks per prompt): :mod:`libreyolo.tasks.prompt`.
 
         Example:
             >>> from libreyolo import LibreYOLO, SAMPLE_IMAGE
@@ -320,6 +327,10 @@ class Model:
         line_width: int | None = None,
         show: bool = False,
         verbose: bool = False,
+        points: Any = None,
+        labels: Any = None,
+        boxes: Any = None,
+        multimask_output: bool = False,
     ) -> list[Results] | Iterator[Results]:
         """Detect and track objects over the frames of ``source`` (a video, webcam, stream, or
         frames passed one call at a time with ``persist=True``); :mod:`libreyolo.trackers`.

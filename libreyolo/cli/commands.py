@@ -61,7 +61,7 @@ def _as_dict(keys: list[Key]) -> dict[str, Key]:
 # it adds the model keys and ``source`` (default: the sample image, shown as SAMPLE_IMAGE); it
 # saves by default (``save=true``: a command's output is the files; Python's default is False);
 # and it has no ``bgr`` (that key is about numpy arrays, which a command line cannot pass).
-_PREDICT_NOT_ON_CLI = ("bgr",)
+_PREDICT_NOT_ON_CLI = ("bgr", "points", "labels", "boxes", "multimask_output")  # prompts: Python API only
 
 
 def _predict_keys() -> dict[str, Key]:

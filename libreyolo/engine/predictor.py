@@ -74,6 +74,10 @@ class PredictOptions:
     line_width: int | None = field(default=None, metadata={"help": "box outline width in pixels (default: scaled)"})
     show: bool = field(default=False, metadata={"help": "show results in a window (needs a display)"})
     verbose: bool = field(default=False, metadata={"help": "one line per image: objects found, milliseconds"})
+    points: Any = field(default=None, metadata={"help": "prompt task: points [[x, y], ...] in image pixels"})
+    labels: Any = field(default=None, metadata={"help": "prompt task: point labels [1, 0, ...] (1 foreground)"})
+    boxes: Any = field(default=None, metadata={"help": "prompt task: boxes [[x1, y1, x2, y2], ...] in image pixels"})
+    multimask_output: bool = field(default=False, metadata={"help": "prompt task: three candidate masks per prompt"})
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -112,7 +116,7 @@ class PredictOptions:
                 classes = [classes]
             if not all(isinstance(c, int) and 0 <= c < model.nc for c in classes):
                 raise ConfigError(f"classes must be class ids in [0, {model.nc - 1}], got {classes!r}")
-        for key in ("half", "fuse", "rect", "save_txt", "save_conf", "save_crop", "show", "verbose"):
+        for key in ("half", "fuse", "rect", "save_txt", "save_conf", "save_crop", "show", "verbose", "multimask_output"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"{key} must be True or False, got {getattr(self, key)!r}")
         vid_stride, line_width = self.vid_stride, self.line_width
@@ -238,7 +242,8 @@ def _predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Resul
         x, params = task.preprocess(items, imgsz=opts.imgsz, device=device, dtype=dtype, channels_last=cl,
                                     rect=opts.rect, stride=model.stride)
         clock.mark()
-        raw = forward(x, decoded)
+        with task.network_scope(twin, opts, params):
+            raw = forward(x, decoded)
         clock.mark()
         outs = task.outputs(twin, raw, items=items, params=params, opts=opts, decoded=decoded,
                             rerun=lambda x=x: forward(x, False))

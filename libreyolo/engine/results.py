@@ -101,6 +101,7 @@ class Results(MapsMixin):
         restored: Tensor | np.ndarray | None = None,  # restoration: :mod:`.restore_io`
         masks: Any = None,
         keypoints: Any = None,
+        prompts: dict[str, Any] | None = None,  # prompt task: :mod:`.prompts_io`
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -122,6 +123,7 @@ class Results(MapsMixin):
         self.restored: Tensor | None = None
         self.masks: Any = None  # a libreyolo.engine.masks.Masks
         self.keypoints: Any = None  # a libreyolo.engine.keypoints.Keypoints
+        self.prompts: dict[str, Any] | None = prompts  # points / labels / boxes in original pixels
         self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth, points=points, restored=restored,
                     masks=masks, keypoints=keypoints)
         self.save_path: Path | None = None  # the file the last save() wrote
@@ -403,7 +405,9 @@ class Results(MapsMixin):
         drawn = draw_detections(overlay_masks(self, self.orig_img), xyxy=d[:, :4], cls=d[:, 5],
                                 conf=d[:, 4] if conf else None, names=self.names, labels=labels,
                                 line_width=line_width, order_by=d[:, 4], ids=ids)
-        return draw_keypoints(self, drawn, line_width=line_width)
+        from .prompts_io import draw_prompts
+
+        return draw_prompts(self, draw_keypoints(self, drawn, line_width=line_width), line_width=line_width)
 
     def save(self, target: str | Path | None = None, *, labels: bool = True, conf: bool = True,
              line_width: int | None = None) -> Path:

@@ -37,6 +37,8 @@ from .yolo9_seg.family import YOLO9Seg
 from .yolonas.family import YOLONAS
 from .yolonas_pose.family import YOLONASPose
 from .yolox.family import YOLOX
+from .sam.family import SAM
+from .mobilesam.family import MobileSAM
 
 register_family(YOLO9)
 register_family(YOLO9P2)
@@ -73,3 +75,5 @@ register_family(DeformableDETR)
 register_family(RTMDetIns)
 register_family(YOLONASPose)
 register_family(DINODETR)
+register_family(SAM)
+register_family(MobileSAM)

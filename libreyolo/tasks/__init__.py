@@ -26,6 +26,7 @@ from .depth import DepthTask
 from .detect import DetectTask
 from .point import PointTask
 from .pose import PoseTask
+from .prompt import PromptTask
 from .restore import RestoreTask
 from .segment import SegmentTask
 from .semantic import SemanticTask
@@ -33,12 +34,12 @@ from .semantic import SemanticTask
 __all__ = ["Task", "get_task", "task_of", "TASKS"]
 
 TASKS: dict[str, Task] = {t.name: t for t in (DetectTask(), ClassifyTask(), SemanticTask(), SegmentTask(), DepthTask(),
-                                                PointTask(), RestoreTask(), PoseTask())}
+                                                PointTask(), RestoreTask(), PoseTask(), PromptTask())}
 
 
 def get_task(name: str) -> Task:
     """The task object named ``name`` (``"detect"``, ``"classify"``, ``"semantic"``, ``"segment"``, ``"depth"``,
-    ``"point"``, ``"restore"``, ``"pose"``)."""
+    ``"point"``, ``"restore"``, ``"pose"``, ``"prompt"``)."""
     try:
         return TASKS[name]
     except KeyError:

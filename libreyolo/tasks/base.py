@@ -45,6 +45,13 @@ class Task:
         """Whether prediction runs the family's decode inside the network step."""
         return False
 
+    def network_scope(self, twin: Any, opts: Any, params: list[Any]) -> Any:
+        """A context manager the predictor opens around the network step of a batch (the prompt
+        task hands its prompts to the family's eager stage). Default: nothing."""
+        from contextlib import nullcontext
+
+        return nullcontext()
+
     def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
                 rerun: Any) -> list[Tensor]:
         """Raw network outputs -> one float32 CPU tensor per image (what ``Results`` holds).

@@ -55,7 +55,9 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.yolo9_pose.convert",
            "libreyolo.models._gelan.pose", "libreyolo.models._yolonas.convert", "libreyolo.models._yolonas.variants",
            "libreyolo.models.yolonas_pose.nn", "libreyolo.models.yolonas_pose.postprocess",
-           "libreyolo.models.yolonas_pose.family")
+           "libreyolo.models.yolonas_pose.family",
+           "libreyolo.tasks.prompt", "libreyolo.tasks.prompt.scoring", "libreyolo.engine.prompts_io",
+           "libreyolo.models._sam.loss")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 

@@ -22,7 +22,7 @@ from libreyolo.model import LibreYOLO
 MODEL_KEYS = ("model", "pretrained")  # LibreYOLO()'s, not the verb's
 # verb -> (API dataclass, keys only the CLI has, fields the CLI leaves out, CLI defaults that differ)
 VERBS = {
-    "predict": (PredictOptions, (*MODEL_KEYS, "source"), ("bgr",), {"save": True}),
+    "predict": (PredictOptions, (*MODEL_KEYS, "source"), ("bgr", "points", "labels", "boxes", "multimask_output"), {"save": True}),
     "val": (ValConfig, MODEL_KEYS, (), {}),
     "export": (ExportConfig, MODEL_KEYS, (), {}),
 }
