@@ -63,17 +63,18 @@ class ForeignWeights:
 
 
 _LABELS = {"ultralytics": "an Ultralytics", "timm": "a timm", "transformers": "a transformers", "yolox": "a YOLOX",
-           "basicsr": "a BasicSR (NAFNet / Real-ESRGAN)"}
+           "basicsr": "a BasicSR (NAFNet / Real-ESRGAN)", "darknet": "a Darknet .weights"}
 
 
 def _readers() -> tuple[Any, ...]:
     from . import basicsr as basicsr_reader
+    from . import darknet as darknet_reader
     from . import timm as timm_reader
     from . import transformers as hf_reader
     from . import ultralytics as ul_reader
     from . import yolox as yolox_reader
 
-    return (ul_reader, timm_reader, hf_reader, yolox_reader, basicsr_reader)
+    return (ul_reader, timm_reader, hf_reader, yolox_reader, basicsr_reader, darknet_reader)
 
 
 def detect_format(path: str | Path) -> str | None:

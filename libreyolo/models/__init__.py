@@ -24,6 +24,8 @@ from .segformer.family import SegFormer
 from .siglip2.family import SigLIP2
 from .swin.family import Swin
 from .vit.family import ViT
+from .yolo3.family import YOLO3
+from .yolo4.family import YOLO4
 from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
 from .yolo9_e2e.family import YOLO9E2E
@@ -59,3 +61,5 @@ register_family(FOMO)
 register_family(NAFNet)
 register_family(ESRGAN)
 register_family(YOLO9Seg)
+register_family(YOLO3)
+register_family(YOLO4)

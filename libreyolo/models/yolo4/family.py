@@ -1,0 +1,28 @@
+"""YOLOv4 detection family: size ``b`` (the paper's YOLOv4, 608 px), weights ``LibreYOLO4b.pt``."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from torch import nn
+
+from .._darknet.family import DarknetFamily
+from .nn import IMGSZ, SIZES
+
+
+class YOLO4(DarknetFamily):
+    """YOLOv4 (arXiv:2004.10934): CSPDarknet53 + SPP + PANet; CIoU box loss, every anchor with
+    shape-IoU > 0.213 assigned besides the best one (the cfg's ``iou_thresh``), ignore 0.5."""
+
+    FAMILY: ClassVar[str] = "yolo4"
+    NAME_TOKEN: ClassVar[str] = "YOLO4"
+    SIZES: ClassVar[tuple[str, ...]] = SIZES
+    DEFAULT_IMGSZ: ClassVar[int] = IMGSZ
+    BOX_LOSS: ClassVar[str] = "ciou"
+    ASSIGN_THRESH: ClassVar[float | None] = 0.213
+
+    @classmethod
+    def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
+        from .nn import build_yolo4
+
+        return build_yolo4(size=size, nc=nc)
