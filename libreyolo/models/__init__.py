@@ -24,6 +24,7 @@ from .segformer.family import SegFormer
 from .siglip2.family import SigLIP2
 from .swin.family import Swin
 from .vit.family import ViT
+from .yolo2.family import YOLO2
 from .yolo3.family import YOLO3
 from .yolo4.family import YOLO4
 from .yolo7.family import YOLO7
@@ -63,3 +64,4 @@ register_family(ESRGAN)
 register_family(YOLO9Seg)
 register_family(YOLO3)
 register_family(YOLO4)
+register_family(YOLO2)

@@ -203,3 +203,20 @@ def darknet_convs(order: Sequence[nn.Module]) -> list[tuple[nn.Conv2d, nn.BatchN
 
 def _inside_convbnact(root: nn.Module, conv: nn.Conv2d) -> bool:
     return any(isinstance(m, ConvBNAct) and m.conv is conv for m in root.modules())
+
+
+class Reorg(nn.Module):
+    """Darknet's ``[reorg] stride=2`` layer (YOLOv2's passthrough), bit for bit as Darknet's
+    ``reorg_cpu`` (forward direction) lays out memory, which is *not* a plain space-to-depth: the
+    input buffer ``Tensor[C, H, W]`` is read as ``[C / 4, 2H, 2W]`` and its 2x2 phases are stacked
+    in front of the channels, then the result buffer ``[C, H, W]`` is read as ``[4C, H / 2, W / 2]``.
+    Darknet-trained weights need exactly this order. Reshapes and one permute only (portable).
+
+    x (Tensor[B, C, H, W], C divisible by 4, H and W even) -> Tensor[B, 4C, H / 2, W / 2].
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, c, h, w = x.shape
+        y = x.reshape(b, c // 4, h, 2, w, 2)  # the buffer as [C/4, 2H, 2W]: (c2, j, dy, i, dx)
+        y = y.permute(0, 3, 5, 1, 2, 4)  # (dy, dx, c2, j, i): phase-major channels
+        return y.reshape(b, 4 * c, h // 2, w // 2)

@@ -127,12 +127,12 @@ def plausible(flat: np.ndarray, net: nn.Module, *, n_layers: int = 12) -> bool:
     return True
 
 
-def match_nc(flat: np.ndarray, build: object, *, na: int = 3) -> int | None:
+def match_nc(flat: np.ndarray, build: object) -> int | None:
     """The class count whose layout (``build(nc)``, a network) has exactly ``flat.size`` values and
     plausible variances, or None. Output convs hold ``na * (5 + nc) * (c_in + 1)`` values each."""
     net1 = build(1)  # type: ignore[operator]
     base = float_count(net1)
-    per_class = na * sum(c.in_channels + 1 for c in net1.head.m)
+    per_class = int(net1.head.na) * sum(c.in_channels + 1 for c in net1.head.m)
     extra = flat.size - base
     if extra < 0 or extra % per_class:
         return None

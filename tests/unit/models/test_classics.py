@@ -1,4 +1,4 @@
-"""The classic anchor-based YOLOs (yolo3, yolo4; the shared Darknet lineage in models/_darknet):
+"""The classic anchor-based YOLOs (yolo2, yolo3, yolo4; the shared Darknet lineage in models/_darknet):
 parameter counts, network contract, decode on hand-made head outputs, assignment, loss, the
 Darknet .weights reader, predict / train / val on the shapes demo data (CPU, tiny inputs)."""
 
@@ -17,22 +17,27 @@ from torch import Tensor, nn
 from libreyolo.errors import CheckpointError, ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.model import Model
-from libreyolo.models._darknet.blocks import CSPStage, PoolPyramid, darknet_convs
+from libreyolo.models._darknet.blocks import CSPStage, PoolPyramid, Reorg, darknet_convs
 from libreyolo.models._darknet.convert import float_count, write_weights
 from libreyolo.models._darknet.head import AnchorHead
 from libreyolo.models._darknet.loss import AnchorYOLOLoss, assign_anchors
 from libreyolo.models._darknet.postprocess import decode, level_view, postprocess
+from libreyolo.models.yolo2 import nn as v2
+from libreyolo.models.yolo2.family import YOLO2
 from libreyolo.models.yolo3 import nn as v3
 from libreyolo.models.yolo3.family import YOLO3
 from libreyolo.models.yolo4 import nn as v4
 from libreyolo.models.yolo4.family import YOLO4
 from libreyolo.registry import parse_weights_name, register_family
 
-BUILDERS: dict[str, Callable[..., nn.Module]] = {"yolo3": v3.build_yolo3, "yolo4": v4.build_yolo4}
-FAMS = {"yolo3": YOLO3, "yolo4": YOLO4}
-PAPER = {"yolo3": v3.PAPER_PARAMS_M, "yolo4": v4.PAPER_PARAMS_M}
-CFG_COUNTS = {"yolo3": 61_949_149, "yolo4": 64_363_101}  # yolov3.cfg / yolov4.cfg at 80 classes
-CFG_CONVS = {"yolo3": 75, "yolo4": 110}  # [convolutional] layers of yolov3.cfg / yolov4.cfg
+BUILDERS: dict[str, Callable[..., nn.Module]] = {"yolo2": v2.build_yolo2, "yolo3": v3.build_yolo3,
+                                                 "yolo4": v4.build_yolo4}
+FAMS = {"yolo2": YOLO2, "yolo3": YOLO3, "yolo4": YOLO4}
+PAPER = {"yolo2": v2.PAPER_PARAMS_M, "yolo3": v3.PAPER_PARAMS_M, "yolo4": v4.PAPER_PARAMS_M}
+CFG_COUNTS = {"yolo2": 50_962_889, "yolo3": 61_949_149, "yolo4": 64_363_101}  # yolov{2,3,4}.cfg at 80 classes
+CFG_CONVS = {"yolo2": 23, "yolo3": 75, "yolo4": 110}  # [convolutional] layers of yolov{2,3,4}.cfg
+NA = {"yolo2": 5, "yolo3": 3, "yolo4": 3}
+STRIDES = {"yolo2": (32,), "yolo3": (8, 16, 32), "yolo4": (8, 16, 32)}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -81,9 +86,9 @@ def test_outputs_per_level(nets80: dict[str, nn.Module], fam: str, mode: str) ->
             out = net(torch.rand(2, 3, 64, 96))
     finally:
         net.eval()
-    assert isinstance(out, list) and len(out) == 3
-    for o, s in zip(out, (8, 16, 32), strict=True):
-        assert o.shape == (2, 3 * 85, 64 // s, 96 // s) and torch.isfinite(o).all()
+    assert isinstance(out, list) and len(out) == len(STRIDES[fam]) == len(FAMS[fam].OUTPUT_NAMES)
+    for o, s in zip(out, STRIDES[fam], strict=True):
+        assert o.shape == (2, NA[fam] * 85, 64 // s, 96 // s) and torch.isfinite(o).all()
 
 
 def test_architecture_blocks(nets80: dict[str, nn.Module]) -> None:
@@ -100,6 +105,40 @@ def test_architecture_blocks(nets80: dict[str, nn.Module]) -> None:
     assert first.split1.conv.out_channels == 64 and first.blocks[0].cv1.conv.out_channels == 32
     assert second.split1.conv.out_channels == 64 and second.blocks[0].cv1.conv.out_channels == 64
     assert y3.backbone.stem.bn.eps == 1e-5 and "head.anchors" in y3.state_dict()
+
+
+def test_yolo2_voc_count_and_passthrough() -> None:
+    """The quoted 50.7M is yolov2.cfg's count at VOC's 20 classes (50,655,389)."""
+    assert _n(v2.build_yolo2(nc=20)) == 50_655_389
+    net = v2.build_yolo2(nc=1)
+    # the cfg's anchors are in stride-32 grid cells; the head keeps them in input pixels
+    torch.testing.assert_close(net.head.anchors[0, 0], torch.tensor([0.57273 * 32, 0.677385 * 32]))
+    assert net.head.cls_act == "softmax" and net.fuse_conv.conv.in_channels == 256 + 1024
+
+
+def _reorg_cpu_reference(x: np.ndarray, stride: int = 2) -> np.ndarray:
+    """Darknet's ``reorg_cpu(input, w, h, c, batch, stride, forward=0, output)`` as written (one
+    image): the literal index arithmetic, to check :class:`Reorg` against."""
+    c, h, w = x.shape
+    src, out = x.ravel(), np.zeros(x.size, x.dtype)
+    out_c = c // (stride * stride)
+    for k in range(c):
+        for j in range(h):
+            for i in range(w):
+                in_index = i + w * (j + h * k)
+                c2, offset = k % out_c, k // out_c
+                w2, h2 = i * stride + offset % stride, j * stride + offset // stride
+                out[in_index] = src[w2 + w * stride * (h2 + h * stride * c2)]
+    return out.reshape(c * stride * stride, h // stride, w // stride)
+
+
+def test_reorg_is_darknets_memory_order() -> None:
+    x = torch.arange(2 * 8 * 4 * 6, dtype=torch.float32).view(2, 8, 4, 6)
+    y = Reorg()(x)
+    assert y.shape == (2, 32, 2, 3)
+    for b in range(2):
+        assert np.array_equal(y[b].numpy(), _reorg_cpu_reference(x[b].numpy()))
+    assert not torch.equal(y, torch.nn.functional.pixel_unshuffle(x, 2))  # not a plain space-to-depth
 
 
 def test_csp_stage_and_pool_pyramid_concatenation_order() -> None:
@@ -146,6 +185,7 @@ def test_bad_size_and_nc_raise() -> None:
 def test_weights_names_resolve() -> None:
     assert parse_weights_name("LibreYOLO3b.pt").family == "yolo3"
     assert parse_weights_name("LibreYOLO4b.pt").family == "yolo4"
+    assert parse_weights_name("LibreYOLO2b.pt").family == "yolo2"
     assert parse_weights_name("LibreYOLO7b.pt").family == "yolo7"
 
 
@@ -290,6 +330,7 @@ def test_loss_contract_and_decreases(fam: str) -> None:
     net = model.net.train()
     crit = model.build_criterion()
     assert crit.box_loss == ("ciou" if fam == "yolo4" else "giou")
+    assert crit.ignore_thresh == (0.6 if fam == "yolo2" else 0.5) and crit.balance == ((1.0,) if fam == "yolo2" else (4.0, 1.0, 0.4))
     assert crit.assign_thresh == (0.213 if fam == "yolo4" else None) and not hasattr(crit, "hyp")
     empty = {"batch_idx": torch.zeros(0, dtype=torch.long), "cls": torch.zeros(0, dtype=torch.long), "bboxes": torch.zeros(0, 4)}
     x = torch.rand(2, 3, 64, 64)
