@@ -439,3 +439,33 @@ def test_train_val_on_shapes_and_reload(fam: str, tmp_path: Path) -> None:
     assert loaded.family.FAMILY == fam and loaded.nc == model.nc == 6
     metrics = loaded.val(data=str(data), imgsz=64, batch=2, workers=0, device="cpu", verbose=False)
     assert 0.0 <= float(metrics["mAP50-95"]) <= 1.0
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def test_ultralytics_yolov3u_backbone_is_not_darknet53(nets80: dict[str, nn.Module]) -> None:
+    """Why no Ultralytics weights convert (README "Fidelity"): its ``yolov3.yaml`` (YOLOv3u) has
+    Darknet-53's stage widths, depths and strides, but its residual unit is two 3x3 convs with
+    SiLU (Darknet-53: 1x1 then 3x3, LeakyReLU), so no tensor of a residual unit's first conv fits
+    ours; every stage output has our shape."""
+    pytest.importorskip("ultralytics")
+    from ultralytics.nn.tasks import DetectionModel
+
+    ref = DetectionModel("yolov3.yaml", nc=80, verbose=False).eval()
+    layers = ref.model
+    res = layers[2]  # the first residual unit (Bottleneck 64)
+    assert tuple(res.cv1.conv.weight.shape) == (32, 64, 3, 3)
+    ours = nets80["yolo3"].backbone.stages[0].blocks[0]
+    assert tuple(ours.cv1.conv.weight.shape) == (32, 64, 1, 1)
+    assert isinstance(res.cv1.act, nn.SiLU) and isinstance(ours.cv1.act, nn.LeakyReLU)
+    x = torch.rand(1, 3, 64, 64)
+    outs, y = {}, x
+    with torch.no_grad():
+        for i in range(11):
+            y = layers[i](y)
+            outs[i] = y
+        mine = nets80["yolo3"].backbone(x)
+    assert [tuple(outs[i].shape) for i in (6, 8, 10)] == [tuple(t.shape) for t in mine]
+    assert [sum(1 for m in layers[i].modules() if m.__class__.__name__ == "Bottleneck") for i in (2, 4, 6, 8, 10)] \
+        == [len(s.blocks) for s in nets80["yolo3"].backbone.stages]
