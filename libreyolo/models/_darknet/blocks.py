@@ -34,19 +34,25 @@ def make_darknet_act(act: Act) -> nn.Module:
 
 
 def dconv(c1: int, c2: int, k: int = 1, s: int = 1, *, act: Act = "leaky") -> ConvBNAct:
-    """A Darknet ``[convolutional]`` layer with ``batch_normalize=1``: 'same' padding ``k // 2``.
+    """A Darknet ``[convolutional]`` layer with ``batch_normalize=1``: 'same' padding ``k // 2``,
+    Darknet's weight initialisation.
 
     x (Tensor[B, c1, H, W]) -> Tensor[B, c2, H / s, W / s].
     """
     m = ConvBNAct(c1, c2, k, s, act=make_darknet_act(act))
     if m.bn is not None:
         m.bn.eps = DARKNET_BN_EPS
+    # Darknet's own initialisation (make_convolutional_layer): normal, std sqrt(2 / fan_in). With
+    # PyTorch's default (variance 1 / (3 fan_in)) the signal of an untrained eval-mode Darknet
+    # shrinks layer by layer until its outputs no longer depend on the input.
+    nn.init.kaiming_normal_(m.conv.weight, mode="fan_in", nonlinearity="relu")
     return m
 
 
 class DarkResidual(nn.Module):
     """Darknet residual unit: ``x + conv3x3(conv1x1(x))`` with ``hidden`` channels in between
-    (the ``[shortcut] from=-3`` pattern of the cfg files).
+    (the ``[shortcut] from=-3`` pattern of the cfg files). The branch's last BatchNorm scale
+    starts at zero, so an untrained unit is the identity (a deviation from Darknet's init of 1).
 
     x (Tensor[B, c, H, W]) -> Tensor[B, c, H, W].
     """
@@ -55,6 +61,8 @@ class DarkResidual(nn.Module):
         super().__init__()
         self.cv1 = dconv(c, hidden, 1, act=act)
         self.cv2 = dconv(hidden, c, 3, act=act)
+        if self.cv2.bn is not None:  # the branch starts at zero (the unit is the identity): with unit-gain
+            nn.init.zeros_(self.cv2.bn.weight)  # convs, 23 summed branches would grow the signal 2^23-fold
 
     def forward(self, x: Tensor) -> Tensor:
         return x + self.cv2(self.cv1(x))
