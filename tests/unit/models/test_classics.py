@@ -107,6 +107,22 @@ def test_architecture_blocks(nets80: dict[str, nn.Module]) -> None:
     assert y3.backbone.stem.bn.eps == 1e-5 and "head.anchors" in y3.state_dict()
 
 
+@pytest.mark.parametrize("fam", list(BUILDERS))
+def test_untrained_eval_outputs_depend_on_the_input(nets80: dict[str, nn.Module], fam: str) -> None:
+    """Darknet's init (std sqrt(2 / fan_in)) and identity residual units keep an untrained
+    eval-mode network's signal alive: with PyTorch's default init its outputs were constant to
+    1e-8 (class scores tied, parity rows vacuous)."""
+    torch.manual_seed(5)
+    net = nets80[fam]
+    with torch.no_grad():
+        a, b = net(torch.rand(1, 3, 64, 64)), net(torch.rand(1, 3, 64, 64))
+    for ra, rb in zip(a, b, strict=True):
+        va, vb = level_view(ra, NA[fam]), level_view(rb, NA[fam])
+        assert (va[..., :4] - vb[..., :4]).abs().mean() > 1e-3
+        spread = (va[..., 5:] - va[..., 5:].mean(-1, keepdim=True)).abs().mean()
+        assert 1e-3 < spread < 10.0
+
+
 def test_yolo2_voc_count_and_passthrough() -> None:
     """The quoted 50.7M is yolov2.cfg's count at VOC's 20 classes (50,655,389)."""
     assert _n(v2.build_yolo2(nc=20)) == 50_655_389
