@@ -5,7 +5,9 @@ Darknet .weights reader, predict / train / val on the shapes demo data (CPU, tin
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from libreyolo.errors import CheckpointError, ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.model import Model
 from libreyolo.models._darknet.blocks import CSPStage, PoolPyramid, Reorg, darknet_convs
+from libreyolo.layers.conv import ConvBNAct
 from libreyolo.models._darknet.convert import float_count, write_weights
 from libreyolo.models._darknet.head import AnchorHead
 from libreyolo.models._darknet.loss import AnchorYOLOLoss, assign_anchors
@@ -485,3 +488,83 @@ def test_ultralytics_yolov3u_backbone_is_not_darknet53(nets80: dict[str, nn.Modu
     assert [tuple(outs[i].shape) for i in (6, 8, 10)] == [tuple(t.shape) for t in mine]
     assert [sum(1 for m in layers[i].modules() if m.__class__.__name__ == "Bottleneck") for i in (2, 4, 6, 8, 10)] \
         == [len(s.blocks) for s in nets80["yolo3"].backbone.stages]
+
+
+# --------------------------------------------------------------------------- the reference cfg files
+
+CFG_NAMES = {"yolo2": "yolov2.cfg", "yolo3": "yolov3.cfg", "yolo4": "yolov4.cfg"}
+# sha256 (first 16 hex digits) of ``repr(cfg_layout(text))`` of the reference files: pjreddie/darknet
+# f6afaab cfg/yolov2.cfg and cfg/yolov3.cfg, AlexeyAB/darknet 59596d7 cfg/yolov4.cfg
+CFG_DIGESTS = {"yolo2": "a40eb210ffd6db61", "yolo3": "022d9acd4fb16ea2", "yolo4": "5830965e60deb9c2"}
+
+
+def cfg_layout(text: str) -> list[tuple[int, int, int, int, bool, str]]:
+    """Per ``[convolutional]`` section of a Darknet cfg, in order: (filters, input channels,
+    size, stride, batch_normalize, activation), following channels through ``[route]``,
+    ``[shortcut]``, ``[upsample]``, ``[maxpool]``, ``[reorg]`` (x4) and the heads."""
+    sections: list[dict[str, str]] = []
+    for raw in text.splitlines():
+        line = raw.split("#")[0].strip()
+        if line.startswith("["):
+            sections.append({"type": line[1:-1]})
+        elif line:
+            k, v = line.split("=", 1)
+            sections[-1][k.strip()] = v.strip()
+    channels, out, c = [], [], 3
+    for i, sec in enumerate(sections[1:]):  # [net] first
+        kind = sec["type"]
+        if kind == "convolutional":
+            f = int(sec["filters"])
+            out.append((f, c, int(sec["size"]), int(sec.get("stride", 1)), sec.get("batch_normalize") == "1",
+                        sec.get("activation", "logistic")))
+            c = f
+        elif kind == "route":
+            c = sum(channels[j if j >= 0 else i + j] for j in (int(v) for v in sec["layers"].split(",")))
+        elif kind == "reorg":
+            c *= 4
+        channels.append(c)
+    return out
+
+
+def net_layout(net: nn.Module) -> list[tuple[int, int, int, int, bool, str]]:
+    """The same rows for our network, from ``darknet_order()`` (what the ``.weights`` reader uses)."""
+    acts = {id(m.conv): {nn.LeakyReLU: "leaky", nn.Mish: "mish"}[type(m.act)]
+            for m in net.modules() if isinstance(m, ConvBNAct)}
+    return [(int(c.out_channels), int(c.in_channels), int(c.kernel_size[0]), int(c.stride[0]), bn is not None,
+             acts.get(id(c), "linear")) for c, bn in darknet_convs(net.darknet_order())]
+
+
+@pytest.mark.parametrize("fam", list(BUILDERS))
+def test_layer_layout_equals_the_reference_cfg(nets80: dict[str, nn.Module], fam: str) -> None:
+    """Every conv (order, filters, input channels, size, stride, BatchNorm, activation) is the
+    reference cfg's, so a released ``.weights`` file lands on the right tensors; the digest pins
+    the reference files' rows (computed from them with :func:`cfg_layout`)."""
+    rows = net_layout(nets80[fam])
+    assert hashlib.sha256(repr(rows).encode()).hexdigest()[:16] == CFG_DIGESTS[fam]
+    folder = os.environ.get("LIBREYOLO_DARKNET_CFG_DIR")  # a folder with the reference cfg files, if at hand
+    if folder and (Path(folder) / CFG_NAMES[fam]).is_file():
+        assert cfg_layout((Path(folder) / CFG_NAMES[fam]).read_text()) == rows
+
+
+def test_cfg_layout_follows_routes_and_reorg() -> None:
+    text = """[net]
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=2
+activation=leaky
+[convolutional]
+filters=4
+size=1
+activation=mish
+[reorg]
+stride=2
+[route]
+layers=-1,-3
+[convolutional]
+filters=2
+size=1
+activation=linear
+"""
+    assert cfg_layout(text) == [(8, 3, 3, 2, True, "leaky"), (4, 8, 1, 1, False, "mish"), (2, 16 + 8, 1, 1, False, "linear")]
