@@ -18,9 +18,9 @@ from torch import Tensor, nn
 
 from libreyolo.errors import CheckpointError, ConfigError
 from libreyolo.graphs.parity import randomise_norm_stats
+from libreyolo.layers.conv import ConvBNAct
 from libreyolo.model import Model
 from libreyolo.models._darknet.blocks import CSPStage, PoolPyramid, Reorg, darknet_convs
-from libreyolo.layers.conv import ConvBNAct
 from libreyolo.models._darknet.convert import float_count, write_weights
 from libreyolo.models._darknet.head import AnchorHead
 from libreyolo.models._darknet.loss import AnchorYOLOLoss, assign_anchors
