@@ -35,11 +35,11 @@ def _batch(b: int, imgsz: int, nc: int, device: torch.device) -> dict[str, torch
             "bboxes": torch.cat(boxes).to(device)}
 
 
-@pytest.mark.parametrize("fam", list(FAMS))
+@pytest.mark.parametrize("fam,size", [(f, s) for f, cls in FAMS.items() for s in cls.SIZES])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_prepared_graph_and_decode_replay_bitwise(fam: str, dtype: torch.dtype) -> None:
+def test_prepared_graph_and_decode_replay_bitwise(fam: str, size: str, dtype: torch.dtype) -> None:
     torch.manual_seed(0)
-    model = Model(FAMS[fam](size="b", nc=80))
+    model = Model(FAMS[fam](size=size, nc=80))
     model.to("cuda")
     calibrate_norm_stats(model.net, seed=0, imgsz=320)
     row = check_prepared_parity(model, shape=(1, 3, 320, 320), dtype=dtype)

@@ -1,6 +1,8 @@
-"""YOLOv3 detection network (the paper's YOLOv3-416, size ``b``): Darknet-53 backbone, a
-three-scale FPN head (five-conv sets, nearest upsampling, concatenation with the backbone
-levels), three anchors per scale, LeakyReLU(0.1) throughout.
+"""YOLOv3 detection network (the paper's YOLOv3-416, size ``b``; ``spp``: Darknet's
+YOLOv3-SPP): Darknet-53 backbone, a three-scale FPN head (five-conv sets, nearest upsampling,
+concatenation with the backbone levels), three anchors per scale, LeakyReLU(0.1) throughout.
+Size ``spp`` splits the stride-32 five-conv set with YOLOv4's pool pyramid
+(``yolov3-spp.cfg``: three convs, ``cat(pool13, pool9, pool5, x)``, three convs).
 
 Contract (the rest of the library depends on it): input Tensor[B, 3, H, W] float in [0, 1] RGB,
 H and W multiples of 32; output, in train and eval mode alike, a list of three tensors for
@@ -19,15 +21,17 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...layers.conv import fuse_modules
-from .._darknet.blocks import Darknet53, conv_set, dconv
+from .._darknet.blocks import Darknet53, PoolPyramid, conv_set, dconv
 from .._darknet.head import AnchorHead
 
 STRIDES = (8, 16, 32)
 # The COCO anchors of the paper (yolov3.cfg), in input pixels, per level of stride 8, 16, 32.
 ANCHORS = (((10, 13), (16, 30), (33, 23)), ((30, 61), (62, 45), (59, 119)), ((116, 90), (156, 198), (373, 326)))
 IMGSZ = 416
-SIZES = ("b",)
-PAPER_PARAMS_M = 61.9  # yolov3.cfg at 80 classes (61,949,149 with BatchNorm affine terms)
+SIZES = ("b", "spp")
+# published counts at 80 classes (the paper's 61.9 M; 63.0 M for YOLOv3-SPP in the Ultralytics
+# YOLOv3 table); yolov3.cfg / yolov3-spp.cfg give 61,949,149 / 62,998,749 with BatchNorm terms
+PAPER_PARAMS_M = {"b": 61.9, "spp": 63.0}
 
 
 class YOLO3Net(nn.Module):
@@ -48,7 +52,8 @@ class YOLO3Net(nn.Module):
         super().__init__()
         self.size, self.nc, self.strides = size, nc, STRIDES
         self.backbone = Darknet53()
-        self.set5 = conv_set(1024, 512)
+        self.set5 = (nn.Sequential(conv_set(1024, 512, 3), PoolPyramid((5, 9, 13)), conv_set(4 * 512, 512, 3))
+                     if size == "spp" else conv_set(1024, 512))
         self.out5 = dconv(512, 1024, 3)
         self.lat4 = dconv(512, 256, 1)
         self.set4 = conv_set(256 + 512, 256)
@@ -80,7 +85,7 @@ class YOLO3Net(nn.Module):
 
 
 def build_yolo3(*, size: str = "b", nc: int) -> YOLO3Net:
-    """Build an untrained YOLOv3 (size ``b``: the paper's YOLOv3-416) with ``nc`` classes."""
+    """Build an untrained YOLOv3 (size ``b``: the paper's YOLOv3-416; ``spp``: YOLOv3-SPP) with ``nc`` classes."""
     if size not in SIZES:
         raise ConfigError(f"yolo3 has no size {size!r}; sizes: {', '.join(SIZES)}")
     if isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:

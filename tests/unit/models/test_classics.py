@@ -36,7 +36,7 @@ from libreyolo.registry import parse_weights_name, register_family
 BUILDERS: dict[str, Callable[..., nn.Module]] = {"yolo2": v2.build_yolo2, "yolo3": v3.build_yolo3,
                                                  "yolo4": v4.build_yolo4}
 FAMS = {"yolo2": YOLO2, "yolo3": YOLO3, "yolo4": YOLO4}
-PAPER = {"yolo2": v2.PAPER_PARAMS_M, "yolo3": v3.PAPER_PARAMS_M, "yolo4": v4.PAPER_PARAMS_M}
+PAPER = {"yolo2": v2.PAPER_PARAMS_M, "yolo3": v3.PAPER_PARAMS_M["b"], "yolo4": v4.PAPER_PARAMS_M}
 CFG_COUNTS = {"yolo2": 50_962_889, "yolo3": 61_949_149, "yolo4": 64_363_101}  # yolov{2,3,4}.cfg at 80 classes
 CFG_CONVS = {"yolo2": 23, "yolo3": 75, "yolo4": 110}  # [convolutional] layers of yolov{2,3,4}.cfg
 NA = {"yolo2": 5, "yolo3": 3, "yolo4": 3}
@@ -108,6 +108,38 @@ def test_architecture_blocks(nets80: dict[str, nn.Module]) -> None:
     assert first.split1.conv.out_channels == 64 and first.blocks[0].cv1.conv.out_channels == 32
     assert second.split1.conv.out_channels == 64 and second.blocks[0].cv1.conv.out_channels == 64
     assert y3.backbone.stem.bn.eps == 1e-5 and "head.anchors" in y3.state_dict()
+
+
+def test_yolo3_spp_size() -> None:
+    """YOLOv3-SPP (yolov3-spp.cfg): 62,998,749 parameters vs the published 63.0 M, 76 convs, the
+    pool pyramid between the third and fourth conv of the stride-32 set."""
+    torch.manual_seed(0)
+    net = v3.build_yolo3(size="spp", nc=80).eval()
+    assert _n(net) == 62_998_749
+    assert abs(_n(net) - v3.PAPER_PARAMS_M["spp"] * 1e6) / (v3.PAPER_PARAMS_M["spp"] * 1e6) < 0.03
+    assert len(darknet_convs(net.darknet_order())) == 76 and isinstance(net.set5[1], PoolPyramid)
+    assert hashlib.sha256(repr(net_layout(net)).encode()).hexdigest()[:16] == CFG_DIGESTS["yolo3-spp"]
+    folder = os.environ.get("LIBREYOLO_DARKNET_CFG_DIR")
+    if folder and (Path(folder) / "yolov3-spp.cfg").is_file():
+        assert cfg_layout((Path(folder) / "yolov3-spp.cfg").read_text()) == net_layout(net)
+    assert parse_weights_name("LibreYOLO3spp.pt").size == "spp"
+    with torch.no_grad():
+        assert [tuple(o.shape) for o in net(torch.rand(1, 3, 64, 64))] == [(1, 255, 8, 8), (1, 255, 4, 4), (1, 255, 2, 2)]
+
+
+def test_darknet_file_of_the_spp_layout_loads_as_spp(tmp_path: Path) -> None:
+    from libreyolo import LibreYOLO
+
+    torch.manual_seed(6)
+    net = v3.build_yolo3(size="spp", nc=4)
+    randomise_norm_stats(net, seed=3)
+    net.eval()
+    model = LibreYOLO(str(write_weights(net, tmp_path / "yolov3-spp.weights")))
+    assert (model.family.FAMILY, model.size, model.nc) == ("yolo3", "spp", 4)
+    x = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        for a, b in zip(net(x), model.net.eval()(x), strict=True):
+            assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("fam", list(BUILDERS))
@@ -492,10 +524,11 @@ def test_ultralytics_yolov3u_backbone_is_not_darknet53(nets80: dict[str, nn.Modu
 
 # --------------------------------------------------------------------------- the reference cfg files
 
-CFG_NAMES = {"yolo2": "yolov2.cfg", "yolo3": "yolov3.cfg", "yolo4": "yolov4.cfg"}
+CFG_NAMES = {"yolo2": "yolov2.cfg", "yolo3": "yolov3.cfg", "yolo4": "yolov4.cfg", "yolo3-spp": "yolov3-spp.cfg"}
 # sha256 (first 16 hex digits) of ``repr(cfg_layout(text))`` of the reference files: pjreddie/darknet
-# f6afaab cfg/yolov2.cfg and cfg/yolov3.cfg, AlexeyAB/darknet 59596d7 cfg/yolov4.cfg
-CFG_DIGESTS = {"yolo2": "a40eb210ffd6db61", "yolo3": "022d9acd4fb16ea2", "yolo4": "5830965e60deb9c2"}
+# f6afaab cfg/yolov2.cfg, cfg/yolov3.cfg, cfg/yolov3-spp.cfg, AlexeyAB/darknet 59596d7 cfg/yolov4.cfg
+CFG_DIGESTS = {"yolo2": "a40eb210ffd6db61", "yolo3": "022d9acd4fb16ea2", "yolo4": "5830965e60deb9c2",
+               "yolo3-spp": "07ce2dcc5b491838"}
 
 
 def cfg_layout(text: str) -> list[tuple[int, int, int, int, bool, str]]:
