@@ -108,22 +108,18 @@ def write_weights(net: nn.Module, path: str | Path, *, seen: int = 0) -> Path:
 
 
 def plausible(flat: np.ndarray, net: nn.Module, *, n_layers: int = 12) -> bool:
-    """Whether the first ``n_layers`` BatchNorm running variances of ``net``'s layout fall on
-    non-negative values of ``flat`` (tells apart layouts with equal value counts)."""
-    pos, seen = 0, 0
-    for _, bn, shape in layout(net):
-        n = shape[0]
-        if bn is not None:
-            var = flat[pos + 3 * n:pos + 4 * n]
-            if var.size < n or (var < 0).any() or not np.isfinite(var).all():
-                return False
-            pos += 4 * n
-            seen += 1
-        else:
-            pos += n
-        pos += int(np.prod(shape))
-        if seen >= n_layers:
+    """Whether the BatchNorm running variances of ``net``'s layout, up to the ``n_layers``-th or
+    the first output conv (whose size depends on the class count), fall on non-negative values
+    of ``flat`` (tells apart layouts with equal value counts)."""
+    pos = 0
+    for i, (_, bn, shape) in enumerate(layout(net)):
+        if bn is None or i >= n_layers:
             break
+        n = shape[0]
+        var = flat[pos + 3 * n:pos + 4 * n]
+        if var.size < n or (var < 0).any() or not np.isfinite(var).all():
+            return False
+        pos += 4 * n + int(np.prod(shape))
     return True
 
 

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from torch import nn
 
-from .._darknet.family import DarknetFamily
+from .._darknet.family import DarknetFamily, OutputNames
 from .nn import IMGSZ, SIZES
 
 
@@ -19,7 +19,7 @@ class YOLO2(DarknetFamily):
     NAME_TOKEN: ClassVar[str] = "YOLO2"
     SIZES: ClassVar[tuple[str, ...]] = SIZES
     DEFAULT_IMGSZ: ClassVar[int] = IMGSZ
-    OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p5",)  # one level, stride 32
+    OUTPUT_NAMES = OutputNames(("raw_p5",))  # type: ignore[assignment]  # one level, stride 32
     BOX_LOSS: ClassVar[str] = "giou"
     IGNORE_THRESH: ClassVar[float] = 0.6
 

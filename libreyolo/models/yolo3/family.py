@@ -1,4 +1,5 @@
-"""YOLOv3 detection family: size ``b`` (the paper's YOLOv3-416), weights ``LibreYOLO3b.pt``."""
+"""YOLOv3 detection family: sizes ``b`` (the paper's YOLOv3-416), ``spp`` (YOLOv3-SPP) and ``tiny``
+(YOLOv3-tiny), weights ``LibreYOLO3b.pt``, ``LibreYOLO3spp.pt``, ``LibreYOLO3tiny.pt``."""
 
 from __future__ import annotations
 

@@ -23,15 +23,18 @@ from ...errors import ConfigError
 from ...layers.conv import fuse_modules
 from .._darknet.blocks import Darknet53, PoolPyramid, conv_set, dconv
 from .._darknet.head import AnchorHead
+from .._darknet.tiny import TinyDarknet, TinyYOLONet
 
 STRIDES = (8, 16, 32)
 # The COCO anchors of the paper (yolov3.cfg), in input pixels, per level of stride 8, 16, 32.
 ANCHORS = (((10, 13), (16, 30), (33, 23)), ((30, 61), (62, 45), (59, 119)), ((116, 90), (156, 198), (373, 326)))
 IMGSZ = 416
-SIZES = ("b", "spp")
+SIZES = ("b", "spp", "tiny")
+# yolov3-tiny.cfg's anchors (input pixels), strides 16 and 32
+TINY_ANCHORS = (((10, 14), (23, 27), (37, 58)), ((81, 82), (135, 169), (344, 319)))
 # published counts at 80 classes (the paper's 61.9 M; 63.0 M for YOLOv3-SPP in the Ultralytics
 # YOLOv3 table); yolov3.cfg / yolov3-spp.cfg give 61,949,149 / 62,998,749 with BatchNorm terms
-PAPER_PARAMS_M = {"b": 61.9, "spp": 63.0}
+PAPER_PARAMS_M = {"b": 61.9, "spp": 63.0, "tiny": 8.9}  # tiny: yolov3-tiny.cfg 8,858,734
 
 
 class YOLO3Net(nn.Module):
@@ -84,10 +87,14 @@ class YOLO3Net(nn.Module):
         return self
 
 
-def build_yolo3(*, size: str = "b", nc: int) -> YOLO3Net:
-    """Build an untrained YOLOv3 (size ``b``: the paper's YOLOv3-416; ``spp``: YOLOv3-SPP) with ``nc`` classes."""
+def build_yolo3(*, size: str = "b", nc: int) -> nn.Module:
+    """Build an untrained YOLOv3 (size ``b``: the paper's YOLOv3-416; ``spp``: YOLOv3-SPP;
+    ``tiny``: YOLOv3-tiny, two levels at strides 16 and 32) with ``nc`` classes."""
     if size not in SIZES:
         raise ConfigError(f"yolo3 has no size {size!r}; sizes: {', '.join(SIZES)}")
     if isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:
         raise ConfigError(f"nc must be a positive int, got {nc!r}")
+    if size == "tiny":
+        return TinyYOLONet(backbone=TinyDarknet(), c32=1024, nc=nc, size=size, family_name="yolo3",
+                           anchors=TINY_ANCHORS, scale_xy=(1.0, 1.0), imgsz=IMGSZ)
     return YOLO3Net(nc=nc, size=size)

@@ -1,4 +1,5 @@
-"""YOLOv4 detection family: size ``b`` (the paper's YOLOv4, 608 px), weights ``LibreYOLO4b.pt``."""
+"""YOLOv4 detection family: sizes ``b`` (the paper's YOLOv4, 608 px) and ``tiny`` (YOLOv4-tiny,
+416 px), weights ``LibreYOLO4b.pt``, ``LibreYOLO4tiny.pt``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import ClassVar
 from torch import nn
 
 from .._darknet.family import DarknetFamily
-from .nn import IMGSZ, SIZES
+from .nn import IMGSZ, SIZES, TINY_IMGSZ
 
 
 class YOLO4(DarknetFamily):
@@ -18,6 +19,7 @@ class YOLO4(DarknetFamily):
     NAME_TOKEN: ClassVar[str] = "YOLO4"
     SIZES: ClassVar[tuple[str, ...]] = SIZES
     DEFAULT_IMGSZ: ClassVar[int] = IMGSZ
+    SIZE_IMGSZ: ClassVar[dict[str, int]] = {"tiny": TINY_IMGSZ}
     BOX_LOSS: ClassVar[str] = "ciou"
     ASSIGN_THRESH: ClassVar[float | None] = 0.213
 

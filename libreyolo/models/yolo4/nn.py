@@ -20,14 +20,18 @@ from ...errors import ConfigError
 from ...layers.conv import fuse_modules
 from .._darknet.blocks import CSPDarknet53, PoolPyramid, conv_set, dconv
 from .._darknet.head import AnchorHead
+from .._darknet.tiny import TinyCSPDarknet, TinyYOLONet
 
 STRIDES = (8, 16, 32)
 # The COCO anchors of yolov4.cfg, in input pixels, per level of stride 8, 16, 32.
 ANCHORS = (((12, 16), (19, 36), (40, 28)), ((36, 75), (76, 55), (72, 146)), ((142, 110), (192, 243), (459, 401)))
 SCALE_XY = (1.2, 1.1, 1.05)
 IMGSZ = 608
-SIZES = ("b",)
-PAPER_PARAMS_M = 64.4  # the commonly quoted count; yolov4.cfg at 80 classes gives 64,363,101 (see README)
+SIZES = ("b", "tiny")
+PAPER_PARAMS_M = {"b": 64.4, "tiny": 6.1}  # commonly quoted; yolov4.cfg / yolov4-tiny.cfg: 64,363,101 / 6,062,814
+# yolov4-tiny.cfg: masks 1,2,3 (stride 16) and 3,4,5 (stride 32) of its six anchors; scale_x_y 1.05
+TINY_ANCHORS = (((23, 27), (37, 58), (81, 82)), ((81, 82), (135, 169), (344, 319)))
+TINY_IMGSZ = 416
 
 
 class YOLO4Net(nn.Module):
@@ -87,10 +91,14 @@ class YOLO4Net(nn.Module):
         return self
 
 
-def build_yolo4(*, size: str = "b", nc: int) -> YOLO4Net:
-    """Build an untrained YOLOv4 (size ``b``: the paper's YOLOv4, 608 px) with ``nc`` classes."""
+def build_yolo4(*, size: str = "b", nc: int) -> nn.Module:
+    """Build an untrained YOLOv4 (size ``b``: the paper's YOLOv4, 608 px; ``tiny``: YOLOv4-tiny,
+    two levels at strides 16 and 32) with ``nc`` classes."""
     if size not in SIZES:
         raise ConfigError(f"yolo4 has no size {size!r}; sizes: {', '.join(SIZES)}")
     if isinstance(nc, bool) or not isinstance(nc, int) or nc < 1:
         raise ConfigError(f"nc must be a positive int, got {nc!r}")
+    if size == "tiny":
+        return TinyYOLONet(backbone=TinyCSPDarknet(), c32=512, nc=nc, size=size, family_name="yolo4",
+                           anchors=TINY_ANCHORS, scale_xy=(1.05, 1.05), imgsz=TINY_IMGSZ)
     return YOLO4Net(nc=nc, size=size)

@@ -25,6 +25,7 @@ from libreyolo.models._darknet.convert import float_count, write_weights
 from libreyolo.models._darknet.head import AnchorHead
 from libreyolo.models._darknet.loss import AnchorYOLOLoss, assign_anchors
 from libreyolo.models._darknet.postprocess import decode, level_view, postprocess
+from libreyolo.models._darknet.tiny import PoolStride1, TinyCSPBlock
 from libreyolo.models.yolo2 import nn as v2
 from libreyolo.models.yolo2.family import YOLO2
 from libreyolo.models.yolo3 import nn as v3
@@ -36,7 +37,7 @@ from libreyolo.registry import parse_weights_name, register_family
 BUILDERS: dict[str, Callable[..., nn.Module]] = {"yolo2": v2.build_yolo2, "yolo3": v3.build_yolo3,
                                                  "yolo4": v4.build_yolo4}
 FAMS = {"yolo2": YOLO2, "yolo3": YOLO3, "yolo4": YOLO4}
-PAPER = {"yolo2": v2.PAPER_PARAMS_M, "yolo3": v3.PAPER_PARAMS_M["b"], "yolo4": v4.PAPER_PARAMS_M}
+PAPER = {"yolo2": v2.PAPER_PARAMS_M, "yolo3": v3.PAPER_PARAMS_M["b"], "yolo4": v4.PAPER_PARAMS_M["b"]}
 CFG_COUNTS = {"yolo2": 50_962_889, "yolo3": 61_949_149, "yolo4": 64_363_101}  # yolov{2,3,4}.cfg at 80 classes
 CFG_CONVS = {"yolo2": 23, "yolo3": 75, "yolo4": 110}  # [convolutional] layers of yolov{2,3,4}.cfg
 NA = {"yolo2": 5, "yolo3": 3, "yolo4": 3}
@@ -524,17 +525,18 @@ def test_ultralytics_yolov3u_backbone_is_not_darknet53(nets80: dict[str, nn.Modu
 
 # --------------------------------------------------------------------------- the reference cfg files
 
-CFG_NAMES = {"yolo2": "yolov2.cfg", "yolo3": "yolov3.cfg", "yolo4": "yolov4.cfg", "yolo3-spp": "yolov3-spp.cfg"}
+CFG_NAMES = {"yolo2": "yolov2.cfg", "yolo3": "yolov3.cfg", "yolo4": "yolov4.cfg", "yolo3-spp": "yolov3-spp.cfg",
+             "yolo3-tiny": "yolov3-tiny.cfg", "yolo4-tiny": "yolov4-tiny.cfg"}
 # sha256 (first 16 hex digits) of ``repr(cfg_layout(text))`` of the reference files: pjreddie/darknet
 # f6afaab cfg/yolov2.cfg, cfg/yolov3.cfg, cfg/yolov3-spp.cfg, AlexeyAB/darknet 59596d7 cfg/yolov4.cfg
 CFG_DIGESTS = {"yolo2": "a40eb210ffd6db61", "yolo3": "022d9acd4fb16ea2", "yolo4": "5830965e60deb9c2",
-               "yolo3-spp": "07ce2dcc5b491838"}
+               "yolo3-spp": "07ce2dcc5b491838", "yolo3-tiny": "0cad84a02cdbe411", "yolo4-tiny": "5f6e39a9bbbf9c1b"}
 
 
 def cfg_layout(text: str) -> list[tuple[int, int, int, int, bool, str]]:
     """Per ``[convolutional]`` section of a Darknet cfg, in order: (filters, input channels,
     size, stride, batch_normalize, activation), following channels through ``[route]``,
-    ``[shortcut]``, ``[upsample]``, ``[maxpool]``, ``[reorg]`` (x4) and the heads."""
+    ``[shortcut]``, ``[upsample]``, ``[maxpool]``, ``[reorg]`` (x4), grouped routes and the heads."""
     sections: list[dict[str, str]] = []
     for raw in text.splitlines():
         line = raw.split("#")[0].strip()
@@ -553,6 +555,7 @@ def cfg_layout(text: str) -> list[tuple[int, int, int, int, bool, str]]:
             c = f
         elif kind == "route":
             c = sum(channels[j if j >= 0 else i + j] for j in (int(v) for v in sec["layers"].split(",")))
+            c //= int(sec.get("groups", 1))  # groups=2 group_id=1: one channel half
         elif kind == "reorg":
             c *= 4
         channels.append(c)
@@ -601,3 +604,99 @@ size=1
 activation=linear
 """
     assert cfg_layout(text) == [(8, 3, 3, 2, True, "leaky"), (4, 8, 1, 1, False, "mish"), (2, 16 + 8, 1, 1, False, "linear")]
+
+
+
+# --------------------------------------------------------------------------- the tiny sizes
+
+TINY = {"yolo3": (8_852_366, 13), "yolo4": (6_056_606, 21)}  # unfused parameters at 80 classes, cfg convs
+
+
+@pytest.mark.parametrize("fam", list(TINY))
+def test_tiny_sizes_count_layout_and_levels(fam: str) -> None:
+    """YOLOv3-tiny (published 8.9 M) and YOLOv4-tiny (6.1 M): two levels (strides 16, 32), the
+    layout of yolov3-tiny.cfg / yolov4-tiny.cfg, and per-size output names."""
+    torch.manual_seed(0)
+    net = BUILDERS[fam](size="tiny", nc=80).eval()
+    count, convs = TINY[fam]
+    paper = (v3.PAPER_PARAMS_M if fam == "yolo3" else v4.PAPER_PARAMS_M)["tiny"] * 1e6
+    assert _n(net) == count and abs(count - paper) / paper < 0.03
+    rows = net_layout(net)
+    assert len(rows) == convs
+    assert hashlib.sha256(repr(rows).encode()).hexdigest()[:16] == CFG_DIGESTS[f"{fam}-tiny"]
+    folder = os.environ.get("LIBREYOLO_DARKNET_CFG_DIR")
+    if folder and (Path(folder) / CFG_NAMES[f"{fam}-tiny"]).is_file():
+        assert cfg_layout((Path(folder) / CFG_NAMES[f"{fam}-tiny"]).read_text()) == rows
+    with torch.no_grad():
+        out = net(torch.rand(2, 3, 64, 96))
+    assert [tuple(o.shape) for o in out] == [(2, 255, 4, 6), (2, 255, 2, 3)]
+    model = FAMS[fam](size="tiny", nc=80)
+    assert model.OUTPUT_NAMES == ("raw_p4", "raw_p5") and FAMS[fam].OUTPUT_NAMES == ("raw_p3", "raw_p4", "raw_p5")
+    assert model.imgsz == 416 and parse_weights_name(f"Libre{FAMS[fam].NAME_TOKEN}tiny.pt").size == "tiny"
+    if fam == "yolo4":
+        assert net.head.scale_xy == (1.05, 1.05)
+        torch.testing.assert_close(net.head.anchors[0, 2], net.head.anchors[1, 0])  # mask 1,2,3 and 3,4,5
+
+
+def test_stride1_pool_and_tiny_csp_block() -> None:
+    """Darknet's size-2 stride-1 max-pool looks right and down (the border repeats); the tiny CSP
+    block works on the second channel half and returns cat(x, t) with t = 1x1(cat(b, a))."""
+    x = torch.tensor([[[[1.0, 5.0, 2.0], [0.0, 3.0, 9.0], [4.0, 1.0, 0.0]]]])
+    want = torch.tensor([[[[5.0, 9.0, 9.0], [4.0, 9.0, 9.0], [4.0, 1.0, 0.0]]]])
+    assert torch.equal(PoolStride1()(x), want)
+    m = TinyCSPBlock(4, 8).eval()
+    seen: dict[str, Tensor] = {}
+    m.a.register_forward_hook(lambda mod, inp, out: seen.update(a_in=inp[0], a=out))
+    m.b.register_forward_hook(lambda mod, inp, out: seen.__setitem__("b", out))
+    m.t.register_forward_hook(lambda mod, inp, out: seen.update(t_in=inp[0], t=out))
+    m.conv.register_forward_hook(lambda mod, inp, out: seen.__setitem__("x", out))
+    with torch.no_grad():
+        out, t = m(torch.rand(1, 4, 6, 6))
+    assert torch.equal(seen["a_in"], seen["x"][:, 4:])
+    assert torch.equal(seen["t_in"], torch.cat((seen["b"], seen["a"]), 1))
+    assert torch.equal(out, torch.cat((seen["x"], t), 1)) and torch.equal(t, seen["t"])
+
+
+@pytest.mark.parametrize("fam", list(TINY))
+def test_tiny_darknet_file_loads_as_tiny(fam: str, tmp_path: Path) -> None:
+    from libreyolo import LibreYOLO
+
+    torch.manual_seed(7)
+    net = BUILDERS[fam](size="tiny", nc=3)
+    randomise_norm_stats(net, seed=4)
+    net.eval()
+    model = LibreYOLO(str(write_weights(net, tmp_path / f"{fam}-tiny.weights")))
+    assert (model.family.FAMILY, model.size, model.nc) == (fam, "tiny", 3)
+    x = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        for a, b in zip(net(x), model.net.eval()(x), strict=True):
+            assert torch.equal(a, b)
+
+
+def test_tiny_exports_two_named_levels_and_trains(tmp_path: Path) -> None:
+    """The two-level export (names raw_p4, raw_p5) matches PyTorch in ONNX Runtime; the tiny
+    model trains and validates on the shapes demo data."""
+    pytest.importorskip("onnxruntime")
+    import onnx
+
+    from libreyolo import LibreYOLO
+    from libreyolo.data.shapes import ensure_shapes_dataset
+
+    torch.manual_seed(0)
+    model = Model(YOLO4(size="tiny", nc=3))
+    path = model.export(format="onnx", imgsz=64, file=str(tmp_path / "t.onnx"))
+    assert [o.name for o in onnx.load(str(path)).graph.output] == ["raw_p4", "raw_p5"]
+    loaded = LibreYOLO(str(path))
+    x = torch.rand(1, 3, 64, 64)
+    model.fuse()
+    ref = model.eager_forward(x)
+    for a, b in zip(ref, loaded.forward(x), strict=True):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-3)
+    data = ensure_shapes_dataset(tmp_path / "shapes", n_train=4, n_val=2, imgsz=64)
+    fresh = Model(YOLO3(size="tiny", nc=80))
+    result = fresh.train(data=str(data), imgsz=64, batch=2, workers=0, device="cpu", nbs=2, mosaic=0.0,
+                         close_mosaic=0, warmup_epochs=0, optimizer="SGD", lr0=0.001, verbose=False,
+                         tensorboard=False, project=str(tmp_path / "runs"), seed=0, epochs=1)
+    trained = LibreYOLO(result["best"])
+    assert (trained.size, trained.nc) == ("tiny", 6)
+    assert 0.0 <= float(trained.val(data=str(data), imgsz=64, batch=2, workers=0, device="cpu", verbose=False)["mAP50-95"]) <= 1.0
