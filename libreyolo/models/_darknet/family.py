@@ -15,8 +15,8 @@ _LEVEL_NAMES = {8: "raw_p3", 16: "raw_p4", 32: "raw_p5"}
 
 class OutputNames:
     """``OUTPUT_NAMES`` that follows the size: on the class, the names of the first size's levels
-    (what the contract tests read); on an instance, one name per level of its network (the tiny
-    sizes have two levels, strides 16 and 32)."""
+    (given by the family; what the contract tests read); on an instance, one name per level of
+    its network (the tiny sizes have two levels, strides 16 and 32; the others three)."""
 
     def __init__(self, default: tuple[str, ...]) -> None:
         self.default = default

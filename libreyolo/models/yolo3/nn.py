@@ -29,7 +29,7 @@ STRIDES = (8, 16, 32)
 # The COCO anchors of the paper (yolov3.cfg), in input pixels, per level of stride 8, 16, 32.
 ANCHORS = (((10, 13), (16, 30), (33, 23)), ((30, 61), (62, 45), (59, 119)), ((116, 90), (156, 198), (373, 326)))
 IMGSZ = 416
-SIZES = ("b", "spp", "tiny")
+SIZES = ("tiny", "b", "spp")  # smallest first, as the other families
 # yolov3-tiny.cfg's anchors (input pixels), strides 16 and 32
 TINY_ANCHORS = (((10, 14), (23, 27), (37, 58)), ((81, 82), (135, 169), (344, 319)))
 # published counts at 80 classes (the paper's 61.9 M; 63.0 M for YOLOv3-SPP in the Ultralytics

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from torch import nn
 
-from .._darknet.family import DarknetFamily
+from .._darknet.family import DarknetFamily, OutputNames
 from .nn import IMGSZ, SIZES, TINY_IMGSZ
 
 
@@ -18,6 +18,7 @@ class YOLO4(DarknetFamily):
     FAMILY: ClassVar[str] = "yolo4"
     NAME_TOKEN: ClassVar[str] = "YOLO4"
     SIZES: ClassVar[tuple[str, ...]] = SIZES
+    OUTPUT_NAMES = OutputNames(("raw_p4", "raw_p5"))  # type: ignore[assignment]  # the first size (tiny): 2 levels
     DEFAULT_IMGSZ: ClassVar[int] = IMGSZ
     SIZE_IMGSZ: ClassVar[dict[str, int]] = {"tiny": TINY_IMGSZ}
     BOX_LOSS: ClassVar[str] = "ciou"

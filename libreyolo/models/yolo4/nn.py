@@ -27,7 +27,7 @@ STRIDES = (8, 16, 32)
 ANCHORS = (((12, 16), (19, 36), (40, 28)), ((36, 75), (76, 55), (72, 146)), ((142, 110), (192, 243), (459, 401)))
 SCALE_XY = (1.2, 1.1, 1.05)
 IMGSZ = 608
-SIZES = ("b", "tiny")
+SIZES = ("tiny", "b")  # smallest first, as the other families
 PAPER_PARAMS_M = {"b": 64.4, "tiny": 6.1}  # commonly quoted; yolov4.cfg / yolov4-tiny.cfg: 64,363,101 / 6,062,814
 # yolov4-tiny.cfg: masks 1,2,3 (stride 16) and 3,4,5 (stride 32) of its six anchors; scale_x_y 1.05
 TINY_ANCHORS = (((23, 27), (37, 58), (81, 82)), ((81, 82), (135, 169), (344, 319)))
