@@ -64,11 +64,13 @@ class ForeignWeights:
 
 _LABELS = {"ultralytics": "an Ultralytics", "timm": "a timm", "transformers": "a transformers", "yolox": "a YOLOX",
            "basicsr": "a BasicSR (NAFNet / Real-ESRGAN)", "super_gradients": "a super-gradients",
-           "mmdet": "an mmdetection RTMDet"}
+           "mmdet": "an mmdetection RTMDet",
+           "darknet": "a Darknet .weights"}
 
 
 def _readers() -> tuple[Any, ...]:
     from . import basicsr as basicsr_reader
+    from . import darknet as darknet_reader
     from . import mmdet as mmdet_reader
     from . import super_gradients as sg_reader
     from . import timm as timm_reader
@@ -76,7 +78,7 @@ def _readers() -> tuple[Any, ...]:
     from . import ultralytics as ul_reader
     from . import yolox as yolox_reader
 
-    return (ul_reader, timm_reader, hf_reader, yolox_reader, basicsr_reader, sg_reader, mmdet_reader)
+    return (ul_reader, timm_reader, hf_reader, yolox_reader, basicsr_reader, sg_reader, mmdet_reader, darknet_reader)
 
 
 def detect_format(path: str | Path) -> str | None:

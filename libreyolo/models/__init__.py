@@ -28,6 +28,9 @@ from .siglip2.family import SigLIP2
 from .swin.family import Swin
 from .swinir.family import SwinIR
 from .vit.family import ViT
+from .yolo2.family import YOLO2
+from .yolo3.family import YOLO3
+from .yolo4.family import YOLO4
 from .yolo7.family import YOLO7
 from .yolo9.family import YOLO9
 from .yolo9_e2e.family import YOLO9E2E
@@ -77,3 +80,6 @@ register_family(YOLONASPose)
 register_family(DINODETR)
 register_family(SAM)
 register_family(MobileSAM)
+register_family(YOLO3)
+register_family(YOLO4)
+register_family(YOLO2)
