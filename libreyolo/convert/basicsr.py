@@ -9,14 +9,13 @@ present, as Real-ESRGAN's inference does. ``arch`` is ``"swinir"``, ``"nafnet"``
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..errors import CheckpointError
-from . import ForeignWeights
+from . import ForeignWeights, torchsave
 
 SOURCE = "basicsr"
 # SwinIR first: its classical-SR layout has a conv_first and a conv_last too (the converter refuses it by name)
@@ -24,10 +23,6 @@ _ARCHS = {"swinir": ("conv_first.weight", "conv_after_body.weight", "patch_embed
           "nafnet": ("intro.weight", "ending.weight"), "rrdbnet": ("conv_first.weight", "conv_last.weight")}
 _LICENCES = {"nafnet": "MIT (megvii-research/NAFNet weights)", "rrdbnet": "BSD-3-Clause (xinntao/Real-ESRGAN weights)",
              "swinir": "Apache-2.0 (JingyunLiang/SwinIR weights)"}
-
-
-def _load(path: Path) -> Any:
-    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def arch_of(sd: Any) -> str | None:
@@ -61,23 +56,13 @@ def state_dict_of(obj: Any) -> dict[str, torch.Tensor] | None:
 
 def recognise(path: Path) -> bool:
     """A ``torch.save`` archive holding a NAFNet, RRDBNet or SwinIR state dict (module docstring)."""
-    if not zipfile.is_zipfile(path):
-        return False
-    try:  # a look at the pickle's bytes first (no tensor is read): its key names
-        with zipfile.ZipFile(path) as z:
-            pkl = [n for n in z.namelist() if n.endswith("data.pkl") and n.count("/") <= 1]
-            head = z.read(pkl[0]) if pkl else b""
-        if b"libreyolo" in head or not any(all(m.encode() in head for m in ms) for ms in _ARCHS.values()):
-            return False
-        return state_dict_of(_load(path)) is not None
-    except Exception:  # noqa: BLE001 - unreadable here: not recognised, read_checkpoint says why
-        return False
+    return torchsave.recognise(path, _ARCHS.values(), state_dict_of)
 
 
 def read(path: Path) -> ForeignWeights:
     """:class:`ForeignWeights` of a BasicSR-style checkpoint (module docstring)."""
     try:
-        sd = state_dict_of(_load(path))
+        sd = state_dict_of(torchsave.load(path))
     except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
         raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {type(e).__name__}); "
                               "use another copy or download it again.") from e

@@ -7,21 +7,16 @@ under its own non-commercial licence (``LICENSE.YOLONAS.md`` of super-gradients)
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..errors import CheckpointError
-from . import ForeignWeights
+from . import ForeignWeights, torchsave
 
 SOURCE = "super_gradients"
 _MARKERS = ("backbone.stem.conv.branch_3x3", "heads.head1.cls_pred")
-
-
-def _load(path: Path) -> Any:
-    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def _state_dict(obj: Any) -> dict[str, torch.Tensor] | None:
@@ -39,23 +34,13 @@ def _state_dict(obj: Any) -> dict[str, torch.Tensor] | None:
 
 def recognise(path: Path) -> bool:
     """A ``torch.save`` archive holding a super-gradients YOLO-NAS state dict."""
-    if not zipfile.is_zipfile(path):
-        return False
-    try:  # a look at the pickle's bytes first (no tensor is read): its key names
-        with zipfile.ZipFile(path) as z:
-            pkl = [n for n in z.namelist() if n.endswith("data.pkl") and n.count("/") <= 1]
-            head = z.read(pkl[0]) if pkl else b""
-        if b"libreyolo" in head or not all(m.encode() in head for m in _MARKERS):
-            return False
-        return _state_dict(_load(path)) is not None
-    except Exception:  # noqa: BLE001 - unreadable here: not recognised, read_checkpoint says why
-        return False
+    return torchsave.recognise(path, (_MARKERS,), _state_dict)
 
 
 def read(path: Path) -> ForeignWeights:
     """:class:`ForeignWeights` of a super-gradients YOLO-NAS checkpoint (module docstring)."""
     try:
-        sd = _state_dict(_load(path))
+        sd = _state_dict(torchsave.load(path))
     except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
         raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {type(e).__name__}); "
                               "use another copy or download it again.") from e

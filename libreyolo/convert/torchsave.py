@@ -1,0 +1,36 @@
+"""What the ``weights_only`` readers (:mod:`.yolox`, :mod:`.basicsr`, :mod:`.mmdet`,
+:mod:`.super_gradients`) share: loading a ``torch.save`` archive without running code, and
+recognising one by the key names in its pickle before any tensor is read."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def load(path: Path) -> Any:
+    """``torch.load(path, weights_only=True)`` onto the CPU: tensors and plain values only."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def recognise(path: Path, markers: Iterable[Iterable[str]], state_dict_of: Callable[[Any], Any]) -> bool:
+    """Whether ``path`` is a ``torch.save`` archive whose pickle names every key of one of the
+    ``markers`` sets (a look at its bytes first: no tensor is read) and whose loaded object
+    ``state_dict_of`` accepts (returns something other than ``None``). A libreyolo checkpoint is
+    never recognised; an unreadable file is not recognised (``read_checkpoint`` says why).
+    """
+    if not zipfile.is_zipfile(path):
+        return False
+    try:
+        with zipfile.ZipFile(path) as z:
+            pkl = [n for n in z.namelist() if n.endswith("data.pkl") and n.count("/") <= 1]
+            head = z.read(pkl[0]) if pkl else b""
+        if b"libreyolo" in head or not any(all(m.encode() in head for m in ms) for ms in markers):
+            return False
+        return state_dict_of(load(path)) is not None
+    except Exception:  # noqa: BLE001 - unreadable here: not recognised, read_checkpoint says why
+        return False
