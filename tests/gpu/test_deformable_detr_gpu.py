@@ -1,11 +1,14 @@
-"""GPU tests of the Deformable DETR family: prediction capture of its seam is bitwise (SPEC G-4, G-9),
-the ``ms_deform_attn`` provider the registry picks on CUDA is reported, and the training seam's
-step zero matches eager (T-6). Skipped without CUDA. Not run yet (benchmarks/manifest.yaml
-``gpu_tests_deformable_detr``): the family's flags stay False until these and the parity rows pass.
+"""GPU tests of the deformable-encoder DETRs (Deformable DETR, DINO): prediction capture of their
+seam is bitwise (SPEC G-4, G-9), the ``ms_deform_attn`` provider the registry picks on CUDA is
+reported, and the training seam's step zero matches eager (T-6). Skipped without CUDA. Not run yet
+(benchmarks/manifest.yaml ``gpu_tests_deformable_detr``, ``gpu_tests_dino_detr``): the families'
+flags stay False until these and the parity rows pass.
 
-Expectation for the training test: the encoder has dropout (p=0.1, the paper's), so a captured
-trunk draws from the graph's RNG stream; if step zero differs, that is the "own RNG stream"
+Expectation for the training test: Deformable DETR's encoder has dropout (p=0.1, the paper's), so a
+captured trunk draws from the graph's RNG stream; if step zero differs, that is the "own RNG stream"
 numerics class of ConvNeXt-tiny, and ``SUPPORTS_TRAIN_CUDA_GRAPH`` stays False with that reason.
+DINO has no dropout (the reference's 4-scale config), so its captured trunk draws no random numbers;
+the denoising queries are built in the eager decoder stage.
 """
 
 from __future__ import annotations
@@ -28,20 +31,26 @@ def _portable(monkeypatch: pytest.MonkeyPatch):
     registry.clear_cache()
 
 
-def _family() -> type:
-    from libreyolo.models.deformable_detr.family import DeformableDETR
-
-    return DeformableDETR
+# (family, its class, its query count): the two share the deformable encoder/decoder (_detr/deformable.py)
+FAMILIES = [("deformable_detr", "DeformableDETR", 300), ("dino_detr", "DINODETR", 900)]
 
 
+def _family(name: str) -> type:
+    import importlib
+
+    cls = dict((f, c) for f, c, _ in FAMILIES)[name]
+    return getattr(importlib.import_module(f"libreyolo.models.{name}.family"), cls)
+
+
+@pytest.mark.parametrize("family", [f for f, _, _ in FAMILIES])
 @pytest.mark.parametrize("amp", [None, torch.float16], ids=["fp32", "fp16"])
-def test_predict_capture_is_bitwise(amp: torch.dtype | None) -> None:
+def test_predict_capture_is_bitwise(family: str, amp: torch.dtype | None) -> None:
     from benchmarks.bench_rtdetr import _probes
     from libreyolo.graphs.runner import PredictGraphs
 
     dev = torch.device("cuda", 0)
     torch.manual_seed(0)
-    model = _family()(size="r50", nc=80).to(dev)
+    model = _family(family)(size="r50", nc=80).to(dev)
     graphs = PredictGraphs(model, force=True)
     for x in _probes(BATCH, IMGSZ, dev):  # two different distributions: catches a stale copy-in
         eager = model.eager_forward(x, amp_dtype=amp)
@@ -52,7 +61,8 @@ def test_predict_capture_is_bitwise(amp: torch.dtype | None) -> None:
     graphs.release()
 
 
-def test_provider_on_cuda_is_reported(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+@pytest.mark.parametrize("family,queries", [(f, q) for f, _, q in FAMILIES])
+def test_provider_on_cuda_is_reported(family: str, queries: int, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     """Which ``ms_deform_attn`` provider runs this family on CUDA by default (fp32): Triton unless
     the ``kernels`` package and the pinned Hub kernel load (no network on the lent machine)."""
     from libreyolo.kernels import registry
@@ -65,15 +75,16 @@ def test_provider_on_cuda_is_reported(monkeypatch: pytest.MonkeyPatch, capsys) -
     shapes = [(IMGSZ // s, IMGSZ // s) for s in (8, 16, 32)] + [((IMGSZ // 32 + 1) // 2,) * 2]
     layout = level_layout(shapes, device=dev)
     value = torch.zeros(BATCH, layout.total, 8, 32, device=dev)
-    loc = torch.zeros(BATCH, 300, 8, 4, 4, 2, device=dev)
-    w = torch.zeros(BATCH, 300, 8, 4, 4, device=dev)
+    loc = torch.zeros(BATCH, queries, 8, 4, 4, 2, device=dev)
+    w = torch.zeros(BATCH, queries, 8, 4, 4, device=dev)
     name = registry.resolve_name(MS_DEFORM_ATTN, value, layout.spatial_shapes, layout.level_start_index, loc, w)
-    print(f"deformable_detr ms_deform_attn provider on CUDA fp32: {name}")
+    print(f"{family} ms_deform_attn provider on CUDA fp32: {name}")
     assert name in {"triton", "hub"}
 
 
-def test_train_seam_step_zero_matches_eager() -> None:
+@pytest.mark.parametrize("family", [f for f, _, _ in FAMILIES])
+def test_train_seam_step_zero_matches_eager(family: str) -> None:
     from seam_checks import assert_seam_step_zero_matches_eager
 
-    seam = assert_seam_step_zero_matches_eager(_family(), "r50")
+    seam = assert_seam_step_zero_matches_eager(_family(family), "r50")
     assert seam.tg.info()["graphs"][0]["replays"] >= 2
