@@ -5,7 +5,8 @@
 then ``PYTHONPATH=DIR``) it runs. A reduced configuration (width 64, 6 blocks, small neck) of both
 head kinds is built with a fixed seed, every parameter perturbed, converted in memory and run in
 eval mode on one 70 x 84 px image (5 x 6 patches: the position embedding is resampled, the RoPE
-grid is not square): depth, confidence and sky (after the sky step) agree within 1e-5 relative."""
+grid is not square): depth, confidence and sky (after the sky step) agree within 1e-5 relative; so
+does the reference's own whole ``da3-small`` configuration."""
 
 from __future__ import annotations
 
@@ -85,3 +86,31 @@ def test_mono_head_and_sky_step_equal_reference() -> None:
     frac = float((sky < 0.3).float().mean())
     assert 0.05 < frac < 0.95, frac  # the sky step changed pixels
     assert_rel_close(sky_step(depth, sky)[:, 0], want["depth"][:, 0], what="depth after the sky step")
+
+
+def test_published_small_configuration_converts_whole_and_matches() -> None:
+    """The reference's own ``da3-small`` configuration (with its camera encoder / decoder and ray
+    branch, which the converter drops) at 98 x 126 px: the same depth and confidence."""
+    from pathlib import Path
+
+    import depth_anything_3
+    from depth_anything_3.cfg import create_object, load_config
+
+    from libreyolo.models.depth_anything3.nn import build_depth_anything3
+
+    cfg = Path(next(iter(depth_anything_3.__path__))) / "configs" / "da3-small.yaml"
+    torch.manual_seed(0)
+    ref = create_object(load_config(str(cfg))).eval()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.02)
+    net = build_depth_anything3(size="s").eval()
+    net.load_state_dict(convert_state_dict({"model." + k: v for k, v in ref.state_dict().items()}, net.state_dict()))
+    x = torch.rand(1, 3, 98, 126, generator=torch.Generator().manual_seed(5))
+    mean, std = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    with torch.no_grad():
+        want = ref(((x - mean) / std)[:, None])
+        depth, conf = net(x)
+    assert_rel_close(depth[:, 0], want["depth"][:, 0], what="depth")
+    assert_rel_close(conf[:, 0], want["depth_conf"][:, 0], what="confidence")
