@@ -153,3 +153,20 @@ def test_train_one_epoch_then_val_then_reload(tmp_path: Path) -> None:
     x = torch.rand(1, 3, 56, 56)
     with torch.no_grad():
         assert all(torch.equal(a, b) for a, b in zip(again.net.eval()(x), model.net.eval()(x), strict=True))
+
+
+def test_fused_attention_flag_is_off_by_default_and_flips(model) -> None:
+    from libreyolo.kernels.attention import fused_attention_modules
+
+    mods = fused_attention_modules(model.net)
+    assert len(mods) == 12 and not any(m.fused_attn for m in mods) and model.arch == {}
+    x = torch.rand(1, 3, 42, 42, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = model.net(x)
+        model.set_arch(fused_attn=True)
+        try:
+            assert model.arch == {"fused_attn": True}
+            assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(model.net(x), ref, strict=True))
+        finally:
+            model.set_arch(fused_attn=None)
+    assert model.arch == {}
