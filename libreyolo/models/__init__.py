@@ -8,6 +8,7 @@ from .deformable_detr.family import DeformableDETR
 from .deim.family import DEIM
 from .deit.family import DeiT
 from .depth_anything.family import DepthAnythingV2
+from .depth_anything3.family import DepthAnything3
 from .dfine.family import DFINE
 from .dino_detr.family import DINODETR
 from .dinov2.family import DINOv2
@@ -67,6 +68,7 @@ register_family(DINOv2)
 register_family(CLIP)
 register_family(SigLIP2)
 register_family(DepthAnythingV2)
+register_family(DepthAnything3)
 register_family(FOMO)
 register_family(NAFNet)
 register_family(ESRGAN)

@@ -46,6 +46,7 @@ ALIASES = {
     "deim": ["DEIM"],
     "deit": ["DeiT"],
     "depth_anything": ["Depth Anything V2", "Depth Anything"],
+    "depth_anything3": ["Depth Anything 3", "DA3"],
     "dfine": ["D-FINE"],
     "dinov2": ["DINOv2"],
     "efficientnetv2": ["EfficientNetV2"],

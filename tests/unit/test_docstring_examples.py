@@ -31,6 +31,8 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.tasks.depth.maps", "libreyolo.tasks.depth.metrics", "libreyolo.tasks.depth.scoring",
            "libreyolo.data.depth", "libreyolo.data.shapes_depth", "libreyolo.models._base.depth",
            "libreyolo.models.depth_anything.nn", "libreyolo.models.depth_anything.convert",
+           "libreyolo.models._dpt.neck", "libreyolo.models._vit.rope", "libreyolo.models.depth_anything3.nn",
+           "libreyolo.models.depth_anything3.convert", "libreyolo.models.depth_anything3.postprocess",
            "libreyolo.ops.points", "libreyolo.tasks.point.metrics", "libreyolo.tasks.point.scoring",
            "libreyolo.engine.points_io", "libreyolo.models._base.point", "libreyolo.models.fomo.nn",
            "libreyolo.models.fomo.convert", "libreyolo.tasks.restore", "libreyolo.tasks.restore.metrics",
