@@ -28,8 +28,8 @@ relative to the image). Decoding: :mod:`.postprocess`.
 Test-only architecture options (``width``, ``hidden``, ``input_size``) shrink the network for CPU
 tests: channels scaled by ``width``, the 4096 FC width set by ``hidden``, and an ``input_size``
 under 448 runs only the last ``floor(log2(input_size / S))`` of the six downsampling steps (the
-earlier ones become stride 1) and, when the last map is not S x S, average-pools it to S x S
-(``nn.AdaptiveAvgPool2d``; absent at the published sizes).
+earlier ones become stride 1) and, when the last map (``f x f``, ``f >= S``) is not S x S,
+average-pools it to S x S (kernel ``f - S + 1``, stride 1; absent at the published sizes).
 """
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ class YOLO1Net(nn.Module):
         downsamples = min(6, int(math.floor(math.log2(self.input_size / S))))
         self.conv = Conv(SPECS[size], width=width, downsamples=downsamples)
         feat = self.input_size // self.conv.stride
-        self.pool = nn.AdaptiveAvgPool2d(S) if feat != S else nn.Identity()  # test-only sizes
+        # test-only sizes: a stride-1 average pool takes the last map (feat >= S) to S x S
+        self.pool = nn.AvgPool2d(feat - S + 1, stride=1) if feat != S else nn.Identity()
         c = self.conv.c_out
         self.no = S * S * (nc + 5 * self.B)
         if size == "b":
