@@ -29,6 +29,7 @@ from .siglip2.family import SigLIP2
 from .swin.family import Swin
 from .swinir.family import SwinIR
 from .vit.family import ViT
+from .yolo1.family import YOLO1
 from .yolo2.family import YOLO2
 from .yolo3.family import YOLO3
 from .yolo4.family import YOLO4
@@ -85,3 +86,4 @@ register_family(MobileSAM)
 register_family(YOLO3)
 register_family(YOLO4)
 register_family(YOLO2)
+register_family(YOLO1)

@@ -66,6 +66,7 @@ ALIASES = {
     "swin": ["Swin"],
     "swinir": ["SwinIR"],
     "vit": ["ViT"],
+    "yolo1": ["YOLOv1"],
     "yolo7": ["YOLOv7"],
     "yolo9": ["YOLOv9"],
     "yolo9_e2e": ["YOLOv9 end-to-end"],

@@ -59,7 +59,9 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.yolonas_pose.nn", "libreyolo.models.yolonas_pose.postprocess",
            "libreyolo.models.yolonas_pose.family",
            "libreyolo.tasks.prompt", "libreyolo.tasks.prompt.scoring", "libreyolo.engine.prompts_io",
-           "libreyolo.models._sam.loss")
+           "libreyolo.models._sam.loss",
+           "libreyolo.models.yolo1.nn", "libreyolo.models.yolo1.loss", "libreyolo.models.yolo1.family",
+           "libreyolo.models._darknet.local")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
