@@ -18,7 +18,7 @@ import numpy as np
 import torch  # noqa: F401 - the docstring examples use it
 from torch import Tensor
 
-EPS = np.finfo(np.float64).eps
+EPS = float(np.finfo(np.float64).eps)
 BETA2 = 0.3
 
 
@@ -65,7 +65,7 @@ def s_measure(pred: np.ndarray, gt: np.ndarray, alpha: float = 0.5) -> float:
                    (slice(cy, h), slice(cx, w))):
         part = g[ys, xs]
         sr += part.size / (h * w) * _ssim(pred[ys, xs], part)
-    return max(0.0, alpha * so + (1 - alpha) * sr)
+    return float(max(0.0, alpha * so + (1 - alpha) * sr))
 
 
 def matte_errors(alpha: Tensor, gt: Tensor) -> dict[str, float]:
