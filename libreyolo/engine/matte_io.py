@@ -4,12 +4,14 @@ one-row ``summary()`` / ``verbose()``, and the mask PNG of ``save_alpha()`` (kep
 
 ``Results.alpha`` is Tensor[H, W] float32 in [0, 1], the foreground's opacity per original-image
 pixel. :func:`overlay` keeps the foreground as it is and blends the background towards a
-checkerboard-free dark tint, with the 0.5 contour drawn, so a picture shows what a cut-out keeps.
+dark blue tint, with the alpha = 0.5 contour drawn in white, so a picture shows what a cut-out keeps.
 The mask PNG is the dataset format (8-bit, alpha x 255, rounded).
 
 Example:
-    >>> overlay(np.full((2, 2, 3), 200, np.uint8), np.array([[1.0, 0.0], [0.0, 0.0]], np.float32))[0, 0].tolist()
-    [200, 200, 200]
+    >>> a = np.zeros((6, 6), np.float32); a[:2, :2] = 1.0
+    >>> out = overlay(np.full((6, 6, 3), 200, np.uint8), a)
+    >>> out[5, 5].tolist()  # background: 30 % of the pixel, 70 % of the tint
+    [102, 74, 74]
 """
 
 from __future__ import annotations
