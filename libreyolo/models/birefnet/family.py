@@ -32,6 +32,12 @@ class BiRefNet(FusedAttentionOption, MatteFamily):
     DEFAULT_IMGSZ: ClassVar[int] = 1024  # the published models' input
     STRIDE: ClassVar[int] = 32  # patch 4 and three 2x merges
     ONNX_MIN_OPSET: ClassVar[int] = 19  # the decoder's deformable convolutions are ONNX DeformConv (opset 19)
+    # formats whose converter cannot hold the decoder's deformable convolutions (export raises this reason)
+    EXPORT_REFUSALS: ClassVar[dict[str, str]] = {
+        "openvino": ("OpenVINO's ONNX front end has no conversion rule for DeformConv (opset 19), the operator the "
+                     "decoder's deformable convolutions export as; export format='onnx' (ONNX Runtime runs it) or "
+                     "'torchscript'"),
+    }
     FUSED_ATTN_DEFAULT: ClassVar[bool] = False  # SPEC K-9: the explicit equation until a byte-exact SDPA run
     CUDA_GRAPH_REASON: ClassVar[str] = ("no bitwise parity run of the seam (captured encoder + eager deformable "
                                         "decoder) recorded yet: tests/gpu/test_deform_conv_capture_gpu.py")
