@@ -2,6 +2,7 @@
 family is gone."""
 
 from ._base.registry import register_family
+from .birefnet.family import BiRefNet
 from .clip.family import CLIP
 from .convnext.family import ConvNeXt
 from .deformable_detr.family import DeformableDETR
@@ -42,7 +43,6 @@ from .yolonas_pose.family import YOLONASPose
 from .yolox.family import YOLOX
 from .sam.family import SAM
 from .mobilesam.family import MobileSAM
-from .birefnet.family import BiRefNet
 
 register_family(YOLO9)
 register_family(YOLO9P2)
