@@ -79,7 +79,7 @@ def summary_to_csv(summary: list[dict[str, Any]], kind: str | None = None) -> st
 
 def table_kind_of_maps(r: Results) -> str:
     """What a result without boxes, class scores or points holds, for messages."""
-    for name in ("restored", "depth", "semantic"):
+    for name in ("restored", "depth", "semantic", "alpha"):
         if getattr(r, name, None) is not None:
             return name
     return "empty"
@@ -102,8 +102,9 @@ def label_lines(r: Results, *, save_conf: bool) -> list[str]:
     masks, ``prob cls`` for the top-5 of a classification, ``cls x y [conf]`` for points.
 
     Raises:
-        ConfigError: the result has no label-line format (a restored image, a depth or semantic
-            map without boxes): those are written by ``save()`` / ``save_depth()`` / ``save_mask()``.
+        ConfigError: the result has no label-line format (a restored image, a depth, semantic or
+            alpha map without boxes): those are written by ``save()`` / ``save_depth()`` /
+            ``save_mask()`` / ``save_alpha()``.
     """
     if r.boxes is None:
         if r.points is not None:  # point task: ``cls x y [conf]``, x / y normalised by the image size
@@ -112,7 +113,8 @@ def label_lines(r: Results, *, save_conf: bool) -> list[str]:
                     for x, y, cf, c in r.points.cpu().tolist()]
         if r.probs is None:
             raise ConfigError(f"save_txt() has no label-line format for a {table_kind_of_maps(r)} result; "
-                              "write it with save() (the image), save_depth() (depth) or save_mask() (semantic)")
+                              "write it with save() (the image), save_depth() (depth), save_mask() (semantic) or "
+                              "save_alpha() (matte)")
         return [f"{float(r.probs._data[c]):.6g} {c}" for c in r.probs.top5]
     if r.masks is not None and r.keypoints is None:  # segment: the polygon replaces the box
         data = r.boxes._data.detach().cpu().float()

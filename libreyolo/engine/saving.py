@@ -199,7 +199,8 @@ class ResultWriter:
         save_dir: the run folder (``None``: the next free ``runs/<task>/predict<N>``).
         save_txt / save_conf: YOLO label lines under ``labels/`` (with the confidence); for the
             ``semantic`` task the class ids as index-mask PNGs under ``masks/``, for ``depth`` the maps
-            as float32 ``.npy`` under ``depth/`` (the dataset formats).
+            as float32 ``.npy`` under ``depth/``, for ``matte`` the 8-bit alpha PNGs under ``masks/``
+            (the dataset formats).
             A task without a label format (``restore``, :data:`NO_LABEL_FILES`) refuses ``save_txt``
             with a :class:`~libreyolo.errors.ConfigError` before anything is read or written.
         save_crop: each box's crop under ``crops/<class name>/``.
@@ -245,7 +246,7 @@ class ResultWriter:
         self._dir = folder
         self.namer = OutputNamer(folder, self.source)
         if self.save_txt:
-            sub = {"semantic": "masks", "depth": "depth"}.get(self.task, "labels")
+            sub = {"semantic": "masks", "depth": "depth", "matte": "masks"}.get(self.task, "labels")
             self._labels = OutputNamer(folder / sub, self.source)
 
     def __call__(self, r: Results) -> None:
@@ -263,7 +264,9 @@ class ResultWriter:
                 self._write_frame(r)
             else:
                 r.save(self.namer.path_for(r.path, r.frame), line_width=self.line_width)
-        if self._labels is not None and r.depth is not None and r.boxes is None:
+        if self._labels is not None and r.alpha is not None and r.boxes is None:
+            r.save_alpha(self._labels.path_for(r.path, r.frame, ".png"))
+        elif self._labels is not None and r.depth is not None and r.boxes is None:
             r.save_depth(self._labels.path_for(r.path, r.frame, ".npy"))
         elif self._labels is not None and r.semantic is not None and r.boxes is None:
             r.save_mask(self._labels.path_for(r.path, r.frame, ".png"))

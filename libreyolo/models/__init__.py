@@ -2,6 +2,7 @@
 family is gone."""
 
 from ._base.registry import register_family
+from .birefnet.family import BiRefNet
 from .clip.family import CLIP
 from .convnext.family import ConvNeXt
 from .deformable_detr.family import DeformableDETR
@@ -87,3 +88,4 @@ register_family(YOLO3)
 register_family(YOLO4)
 register_family(YOLO2)
 register_family(YOLO1)
+register_family(BiRefNet)

@@ -14,7 +14,7 @@ from libreyolo.registry import families, parse_weights_name
 
 PKG = Path(__file__).resolve().parents[2] / "libreyolo"
 FAMS = sorted(families().items())
-KNOWN_TASKS = {"detect", "classify", "segment", "pose", "semantic", "depth", "point", "restore", "prompt"}
+KNOWN_TASKS = {"detect", "classify", "segment", "pose", "semantic", "depth", "point", "restore", "prompt", "matte"}
 
 
 @pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
@@ -26,7 +26,7 @@ def test_class_declarations(name: str, fam: type) -> None:
     if not fam.SUPPORTS_TRAIN_CUDA_GRAPH:
         assert fam.TRAIN_CUDA_GRAPH_REASON.strip()
     suffix = {"detect": "", "classify": "-cls", "segment": "-seg", "pose": "-pose", "semantic": "-sem", "depth": "-depth",
-              "point": "-point", "restore": "-restore", "prompt": "-prompt"}
+              "point": "-point", "restore": "-restore", "prompt": "-prompt", "matte": "-matte"}
     for size in fam.SIZES:
         assert parse_weights_name(f"Libre{fam.NAME_TOKEN}{size}.pt").family == name
         for task in fam.TASKS:
@@ -46,7 +46,7 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
         assert len(fam.OUTPUT_NAMES) == len(outs)
     dets = model.postprocess(raw, conf=0.0, iou=0.7, classes=None, max_det=10, agnostic=False)
     assert fam.OUTPUT_KIND in {"boxes", "probs", "semantic", "depth", "points", "restore", "masks", "keypoints",
-                               "prompt"}
+                               "prompt", "matte"}
     if fam.OUTPUT_KIND == "prompt":  # promptable: the default prompt's mask logits at the input size + its IoU score
         assert outs[0].ndim == 5 and outs[0].shape[:3] == (1, 1, 1) and model.nc == 1
         assert len(dets) == 1 and dets[0]["masks"].shape == (1, 64, 64) and dets[0]["scores"].shape == (1,)
@@ -54,6 +54,9 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
         s = 64 // fam.STRIDE * fam.STRIDE
         assert outs[0].shape == (1, 1, s, s) and model.nc == 1
         assert len(dets) == 1 and dets[0].shape == (s, s) and dets[0].dtype == torch.float32
+    elif fam.OUTPUT_KIND == "matte":  # matte logits at the input size -> per image alpha Tensor[h, w] in [0, 1]
+        assert outs[0].shape == (1, 1, 64, 64) and model.nc == 1
+        assert len(dets) == 1 and dets[0].shape == (64, 64) and 0 <= float(dets[0].min()) <= float(dets[0].max()) <= 1
     elif fam.OUTPUT_KIND == "restore":  # per image the restored Tensor[3, s*H, s*W] in [0, 1], no classes
         s = fam.SCALE
         assert outs[0].shape == (1, 3, 64 * s, 64 * s) and model.nc == 1

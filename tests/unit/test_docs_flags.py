@@ -39,6 +39,7 @@ PAGES = [ROOT / "README.md"] + sorted(p for p in DOCS.glob("*.md") if p.name not
 
 # the names prose uses for a family besides its registry name (case-sensitive)
 ALIASES = {
+    "birefnet": ["BiRefNet"],
     "clip": ["CLIP"],
     "convnext": ["ConvNeXt"],
     "deformable_detr": ["Deformable DETR"],

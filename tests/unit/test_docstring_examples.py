@@ -61,7 +61,10 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.tasks.prompt", "libreyolo.tasks.prompt.scoring", "libreyolo.engine.prompts_io",
            "libreyolo.models._sam.loss",
            "libreyolo.models.yolo1.nn", "libreyolo.models.yolo1.loss", "libreyolo.models.yolo1.family",
-           "libreyolo.models._darknet.local")
+           "libreyolo.models._darknet.local",
+           "libreyolo.tasks.matte.metrics", "libreyolo.tasks.matte.scoring", "libreyolo.engine.matte_io",
+           "libreyolo.data.matte", "libreyolo.data.shapes_matte", "libreyolo.models._base.matte",
+           "libreyolo.models.birefnet.nn", "libreyolo.models.birefnet.convert", "libreyolo.layers.deform_conv")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
@@ -75,7 +78,7 @@ REQUIRED = (
     "libreyolo.engine.results", "libreyolo.engine.results.Results",
     *(_R + m for m in ("update", "__getitem__", "new", "cpu", "numpy", "to", "counts", "verbose", "summary",
                        "to_df", "to_csv", "to_json", "plot", "save", "save_txt", "crops", "save_crop")),
-    *("libreyolo.engine.results_maps.MapsMixin." + m for m in ("save_mask", "save_depth")),
+    *("libreyolo.engine.results_maps.MapsMixin." + m for m in ("save_mask", "save_depth", "save_alpha")),
     "libreyolo.engine.boxes.Boxes",
     *("libreyolo.engine.boxes.Boxes." + m for m in ("cpu", "to", "numpy", "tolist")),
     "libreyolo.engine.boxes.Probs",
@@ -88,6 +91,9 @@ REQUIRED = (
     "libreyolo.tasks.depth.scoring.DepthMetrics", "libreyolo.tasks.depth.metrics.align_disparity",
     "libreyolo.tasks.depth.metrics.depth_errors", "libreyolo.tasks.depth.maps.to_original",
     "libreyolo.data.depth.load_depth_data", "libreyolo.data.shapes_depth.ensure_shapes_depth_dataset",
+    "libreyolo.tasks.matte.scoring.MatteMetrics", "libreyolo.tasks.matte.metrics.matte_errors",
+    "libreyolo.tasks.matte.metrics.s_measure", "libreyolo.data.matte.load_matte_data",
+    "libreyolo.data.shapes_matte.ensure_shapes_matte_dataset", "libreyolo.models._base.matte.MatteLoss",
     "libreyolo.tasks.point.scoring.PointMetrics", "libreyolo.tasks.point.metrics.match_points",
     "libreyolo.ops.points.centroid_targets", "libreyolo.ops.points.decode_points", "libreyolo.engine.points_io",
     "libreyolo.data.segment.parse_polygon_file", "libreyolo.data.segment.load_segment_data",
