@@ -17,8 +17,14 @@ polygons go through the same scaling and placement as the pixels and are rasteri
 canvas; flips then move the rasters with the pixels; each box is the tight box of its rasterised
 mask, so boxes and masks agree after every transform, and an instance cut away entirely is dropped. The mask is the
 full-resolution raster averaged over 4 x 4 cells and thresholded at one half. Training may also
-build 2 x 2 mosaics (``mosaic``, switched off by the trainer for the last ``close_mosaic`` epochs);
-mixup and the random affine (rotation, shear, perspective) are not applied to this task.
+build 2 x 2 mosaics (``mosaic``, switched off by the trainer for the last ``close_mosaic`` epochs),
+blend a mosaic with a second one (``mixup``: pixels weighted ~ Beta(32, 32), both instance sets
+kept, as detection's :class:`~libreyolo.data.augment.AugmentConfig` ``mixup``) and apply detection's
+random affine (:func:`~libreyolo.data.augment.affine_matrix`: ``degrees``, ``translate``,
+``shear``, ``perspective``; its zoom is left at 1, the random ``scale`` above already zooms):
+the pixels are warped, the polygons moved as points by the same matrix and rasterised again (the
+canvas clips them), so masks and boxes still come from the moved outlines. ``single_cls`` makes
+every instance class 0.
 """
 
 from __future__ import annotations
@@ -86,6 +92,22 @@ def parse_polygon_file(path: Path, *, nc: int) -> list[tuple[int, np.ndarray]]:
     return out
 
 
+def transform_polygons(polygons: list[np.ndarray], M: np.ndarray) -> list[np.ndarray]:
+    """Each polygon (ndarray[k, 2] pixel-centre x, y) through the 3 x 3 matrix ``M`` (the one
+    OpenCV's ``warpAffine`` / ``warpPerspective`` apply to pixel centres), with the perspective divide.
+
+    Example:
+        >>> M = np.array([[1.0, 0, 2], [0, 1, 3], [0, 0, 1]])
+        >>> transform_polygons([np.array([[0.0, 0.0], [1.0, 1.0]])], M)[0].tolist()
+        [[2.0, 3.0], [3.0, 4.0]]
+    """
+    out = []
+    for p in polygons:
+        q = np.concatenate([np.asarray(p, np.float64).reshape(-1, 2), np.ones((len(p), 1))], 1) @ M.T
+        out.append(q[:, :2] / np.where(np.abs(q[:, 2:]) < 1e-9, 1e-9, q[:, 2:]))
+    return out
+
+
 def rasterise(polygons: list[np.ndarray], size: int) -> np.ndarray:
     """ndarray[n, size, size] uint8 (0/1): each polygon (ndarray[k, 2] pixel x, y) filled on its
     own canvas (sub-pixel vertices; parts outside the canvas clipped).
@@ -137,14 +159,26 @@ class SegmentDataset(Dataset):
         mosaic: probability that a training item is a 2 x 2 mosaic of four images (this one and
             three random others around a random centre on a 2S canvas, halved to S), until
             :meth:`close_mosaic`.
+        mixup: probability that a mosaic item is blended with a second mosaic (instances of both).
+        degrees, translate, shear, perspective: the random affine after placement (detection's
+            meaning; all 0, the default, skips it and draws nothing).
+        single_cls: every instance becomes class 0 (label ids are still checked against ``nc``).
     """
 
     def __init__(self, files: list[Path], *, imgsz: int, nc: int, augment: bool = False,
                  scale: tuple[float, float] = (0.5, 1.5), fliplr: float = 0.5, flipud: float = 0.0,
                  hsv_h: float = 0.015, hsv_s: float = 0.7, hsv_v: float = 0.4, mosaic: float = 0.0,
-                 prefix: str = "") -> None:
+                 mixup: float = 0.0, degrees: float = 0.0, translate: float = 0.0, shear: float = 0.0,
+                 perspective: float = 0.0, single_cls: bool = False, prefix: str = "") -> None:
+        from .augment import AugmentConfig
+
         if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < 8 or imgsz % MASK_RATIO:
             raise ConfigError(f"imgsz must be an int >= 8 and a multiple of {MASK_RATIO}, got {imgsz!r}")
+        # the affine's ranges, checked as detection checks them; zoom 1 (``scale`` zooms at placement)
+        self.hyp = AugmentConfig(mosaic=float(mosaic), mixup=float(mixup), degrees=degrees, translate=translate,
+                                 scale=0.0, shear=shear, perspective=perspective)
+        self.affine = bool(degrees or translate or shear or perspective)
+        self.single_cls = bool(single_cls)
         self.files = [Path(f) for f in files]
         self.imgsz, self.nc, self.augment, self.prefix = imgsz, int(nc), augment, prefix
         self.scale, self.flips, self.hsv, self.mosaic = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v), float(mosaic)
@@ -178,7 +212,7 @@ class SegmentDataset(Dataset):
         img = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         h, w = img.shape[:2]
         labels = parse_polygon_file(label_path(f), nc=self.nc)
-        return img, [p * (w, h) + 0.5 for _, p in labels], [c for c, _ in labels]
+        return img, [p * (w, h) + 0.5 for _, p in labels], [0 if self.single_cls else c for c, _ in labels]
 
     @staticmethod
     def _paste(canvas: np.ndarray, img: np.ndarray, polys: list[np.ndarray], r: float, ox: int,
@@ -212,6 +246,22 @@ class SegmentDataset(Dataset):
         canvas = cv2.resize(big, (s, s), interpolation=cv2.INTER_AREA)
         return canvas, [p * 0.5 for p in polys], cls
 
+    def _warp(self, canvas: np.ndarray, polys: list[np.ndarray], rng: np.random.Generator
+              ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Detection's random affine of the S x S canvas, the polygons (pixel-edge coordinates)
+        moved as points by the same matrix."""
+        from ..ops.letterbox import PAD_VALUE
+        from .augment import affine_matrix
+
+        s = self.imgsz
+        M, _ = affine_matrix(rng, in_shape=(s, s), out_shape=(s, s), hyp=self.hyp)
+        fill = (PAD_VALUE,) * 3
+        if self.hyp.perspective:
+            canvas = cv2.warpPerspective(canvas, M, (s, s), borderValue=fill)
+        else:
+            canvas = cv2.warpAffine(canvas, M[:2], (s, s), flags=cv2.INTER_LINEAR, borderValue=fill)
+        return canvas, [p + 0.5 for p in transform_polygons([p - 0.5 for p in polys], M)]
+
     def __getitem__(self, i: int) -> dict[str, Any]:
         s = self.imgsz
         img, polys, cls = self._load(i)
@@ -226,9 +276,14 @@ class SegmentDataset(Dataset):
             oy = int(rng.integers(min(0, s - nh), max(0, s - nh) + 1))
         if rng is not None and self.mosaic_enabled and rng.random() < self.mosaic:
             canvas, polys, cls = self._mosaic(i, rng)
+            if self.hyp.mixup and rng.random() < self.hyp.mixup:  # a second mosaic, both instance sets
+                canvas, polys, cls = mixup(canvas, polys, cls, *self._mosaic(int(rng.integers(0, len(self))), rng),
+                                           rng)
         else:
             canvas = np.full((s, s, 3), 114, np.uint8)
             polys = self._paste(canvas, img, polys, r, ox, oy)
+        if rng is not None and self.affine:
+            canvas, polys = self._warp(canvas, polys, rng)
         full = rasterise([p - 0.5 for p in polys], s)
         if rng is not None:  # flips move the rasters with the pixels
             from .augment import hsv_jitter
@@ -244,6 +299,23 @@ class SegmentDataset(Dataset):
                 "cls": torch.from_numpy(classes), "bboxes": torch.from_numpy(xywh.astype(np.float32)),
                 "masks": torch.from_numpy(masks), "ori_shape": (h, w), "ratio_pad": ((nw / w, nh / h), (ox, oy)),
                 "im_file": str(self.files[i])}
+
+
+def mixup(img: np.ndarray, polys: list[np.ndarray], cls: list[int], img2: np.ndarray, polys2: list[np.ndarray],
+          cls2: list[int], rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
+    """Blend two canvases of one shape (weight ``r ~ Beta(32, 32)`` on the first, as detection's
+    mixup) and keep both instance sets, the first's first.
+
+    Example:
+        >>> a, b = np.zeros((4, 4, 3), np.uint8), np.full((4, 4, 3), 200, np.uint8)
+        >>> sq = np.array([[0.0, 0.0], [2.0, 0.0], [2.0, 2.0]])
+        >>> img, p, c = mixup(a, [sq], [1], b, [sq + 1, sq + 2], [2, 3], np.random.default_rng(0))
+        >>> len(p), c, 80 < int(img[0, 0, 0]) < 120
+        (3, [1, 2, 3], True)
+    """
+    r = rng.beta(32.0, 32.0)
+    out = (img.astype(np.float32) * r + img2.astype(np.float32) * (1.0 - r)).astype(np.uint8)
+    return out, [*polys, *polys2], [*cls, *cls2]
 
 
 def collate_segment(items: list[dict[str, Any]]) -> dict[str, Any]:
