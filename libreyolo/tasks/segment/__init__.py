@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from ...errors import ConfigError
 from ...ops.boxes import scale_boxes
 from ..base import Task
 from .masks import to_original
@@ -74,7 +73,7 @@ class SegmentTask(Task):
                 train_cfg: Any = None) -> Any:
         """A :class:`~libreyolo.data.segment.SegmentDataset`; the training split takes the trainer's
         mosaic, mixup, scale (``1 +- scale``), affine (degrees, translate, shear, perspective), flip and
-        colour augmentation, and ``single_cls`` (both splits)."""
+        colour augmentation; ``single_cls`` and ``rect`` (both splits)."""
         from ...data.segment import SegmentDataset
         from ...errors import DatasetError
 
@@ -90,11 +89,9 @@ class SegmentTask(Task):
                 options["scale"] = (max(0.1, 1.0 - float(train_cfg.scale)), 1.0 + float(train_cfg.scale))
         if train_cfg is not None and getattr(train_cfg, "single_cls", False):
             options["single_cls"] = True
+        if train_cfg is not None and getattr(train_cfg, "rect", False):  # aspect-sorted, rectangular items
+            options["rect"] = True
         return SegmentDataset(files, imgsz=imgsz, nc=config.nc, augment=augment, prefix=f"{split}: ", **options)
-
-    def check_train_options(self, cfg: Any) -> None:
-        if getattr(cfg, "rect", False):
-            raise ConfigError("rect=True is for detection datasets; a segmentation model trains on square items")
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``project`` defaults to runs/segment."""

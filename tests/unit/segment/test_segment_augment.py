@@ -130,3 +130,65 @@ def test_the_task_passes_affine_mixup_and_single_cls(tmp_path: Path) -> None:
     val = task.dataset(config, files, split="val", imgsz=S, train_cfg=cfg)
     assert val.single_cls and not val.augment
     assert all(int(c) == 0 for i in range(2) for c in train[i]["cls"])
+
+
+def _wide_and_tall(root: Path) -> list[Path]:
+    """Two wide images and one tall, each with one star."""
+    (root / "images").mkdir(parents=True)
+    (root / "labels").mkdir()
+    files = []
+    for k, (h, w) in enumerate([(48, 96), (96, 48), (40, 96)]):
+        img = np.zeros((h, w, 3), np.uint8)
+        poly = STAR * (min(h, w) / S)
+        img[rasterise([poly], (h, w))[0] > 0] = 255
+        f = root / "images" / f"{k}.png"
+        cv2.imwrite(str(f), img)
+        (root / "labels" / f"{k}.txt").write_text(polygon_line(k % 2, poly, (h, w)) + "\n")
+        files.append(f)
+    return files
+
+
+def test_rect_items_are_aspect_sorted_rectangles_and_collate_pads(tmp_path: Path) -> None:
+    from libreyolo.data.segment import collate_segment
+
+    files = _wide_and_tall(tmp_path)
+    ds = SegmentDataset(files, imgsz=S, nc=2, augment=False, rect=True, mosaic=1.0)
+    assert [f.name for f in ds.files] == ["2.png", "0.png", "1.png"] and not ds.mosaic_enabled
+    assert [ds.rect_shape(i) for i in range(3)] == [(32, 64), (32, 64), (64, 32)]
+    for i in range(3):
+        it = ds[i]
+        H, W = ds.rect_shape(i)
+        assert it["img"].shape == (3, H, W) and it["masks"].shape == (1, H // MASK_RATIO, W // MASK_RATIO)
+        white = it["img"].numpy()[0] > 127
+        cells = (white.reshape(H // 4, 4, W // 4, 4).mean((1, 3)) >= 0.5).astype(np.uint8)
+        _within_a_pixel(cells, it["masks"][0].numpy())
+        ys, xs = np.nonzero(white)
+        cx, cy = it["bboxes"][0, 0] * W, it["bboxes"][0, 1] * H  # normalised by the item's own W, H
+        assert abs(float(cx) - (xs.min() + xs.max() + 1) / 2) <= 1.5 and abs(float(cy) - (ys.min() + ys.max() + 1) / 2) <= 1.5
+    batch = collate_segment([ds[1], ds[2]])  # a wide and a tall item: padded to 64 x 64
+    assert batch["img"].shape == (2, 3, 64, 64) and batch["masks"].shape == (2, 16, 16)
+    assert torch.equal(batch["masks"][0, :8], ds[1]["masks"][0]) and not batch["masks"][0, 8:].any()
+    assert torch.allclose(batch["bboxes"][0, :2] * 64, ds[1]["bboxes"][0, :2] * torch.tensor([64.0, 32.0]))
+    assert int(batch["img"][0, 0, 40, 10]) == 114
+    assert ds.set_batch_shapes(2).tolist() == [[32, 64], [32, 64], [64, 32]]
+    assert ds[0]["img"].shape == (3, 32, 64)
+    train = SegmentDataset(files, imgsz=S, nc=2, augment=True, rect=True, degrees=10.0, translate=0.1, **PLAIN)
+    train.set_batch_shapes(3)  # one batch: every item on the 64 x 64 union
+    for i in range(3):
+        it = train[i]
+        assert it["img"].shape == (3, 64, 64) and len(it["masks"]) == len(it["cls"]) == 1
+
+
+def test_rect_training_runs_through_the_trainer(tmp_path: Path) -> None:
+    from libreyolo.model import Model
+    from libreyolo.registry import families
+
+    files = _wide_and_tall(tmp_path / "d")
+    (tmp_path / "d" / "data.yaml").write_text(f"path: {tmp_path / 'd'}\ntrain: images\nval: images\nnames: [a, b]\n")
+    torch.manual_seed(0)
+    model = Model(families()["yolo9_seg"](size="t", nc=2))
+    out = model.train(data=str(tmp_path / "d" / "data.yaml"), epochs=1, imgsz=S, batch=2, workers=0, device="cpu",
+                      rect=True, single_cls=True, lr0=1e-3, project=str(tmp_path / "runs"), plots=False,
+                      verbose=False, tensorboard=False)
+    assert model.nc == 1 and Path(out["best"]).is_file() and len(files) == 3
+    assert 0.0 <= out["mask_mAP50-95"] <= 1.0
