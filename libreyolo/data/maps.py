@@ -7,9 +7,9 @@ with a map (or a second image) of the same layout.
 - :func:`swap_folder` and :func:`pair_splits`: the partner file of each image (the last
   ``images`` folder of its path becomes ``depth`` / ``masks``, ...) for every split.
 - :func:`image_hw` (header only), :func:`read_rgb`, :func:`hwc_to_tensor`.
-- :class:`MapDataset`: the trainer's dataset interface (``set_epoch`` / ``set_seed`` through
-  shared memory so that workers see them, no mosaic, the per-item generator of
-  ``(seed, epoch, index)``).
+- :class:`MapDataset`: ``pairs``, ``imgsz``, ``prefix`` and the trainer's dataset interface
+  (:class:`~.seeded.SeededDataset`: ``set_epoch`` / ``set_seed``, no mosaic, the per-item
+  generator of ``(seed, epoch, index)``).
 - :func:`letterbox_pair` (validation: the image letterboxed as prediction does, the map with it
   by nearest-neighbour sampling) and :func:`scale_crop_pair` (training: random scale, crop or
   padding, HSV jitter, horizontal flip).
@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
-from torch.utils.data import Dataset
 
 from .._cv import cv2
 from ..errors import ConfigError, DatasetError
 from .config import resolve_image_files
+from .seeded import SeededDataset
 
 
 def open_dataset_yaml(data: str | Path, *, builtin: Callable[[], Path] | None, noun: str, hint: str,
@@ -123,7 +123,7 @@ def hwc_to_tensor(img: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).contiguous()
 
 
-class MapDataset(Dataset):
+class MapDataset(SeededDataset):
     """Base of the map datasets: ``pairs`` (image, partner file), the square item side ``imgsz``,
     the error ``prefix``, and the trainer's dataset interface."""
 
@@ -132,28 +132,10 @@ class MapDataset(Dataset):
             raise ConfigError(f"imgsz must be an int >= 8, got {imgsz!r}")
         self.pairs = [(Path(a), Path(b)) for a, b in pairs]
         self.imgsz, self.prefix = imgsz, prefix
-        self._state = torch.zeros(2, dtype=torch.int64).share_memory_()  # epoch, seed (reach workers)
-
-    # the trainer's dataset interface (shared with the detection and classification datasets)
-    def set_epoch(self, epoch: int) -> None:
-        self._state[0] = int(epoch)
-
-    def set_seed(self, seed: int) -> None:
-        self._state[1] = int(seed)
-
-    @property
-    def mosaic_enabled(self) -> bool:
-        return False
-
-    def close_mosaic(self) -> None:
-        """No mosaic for a map dataset."""
+        self._init_state()
 
     def __len__(self) -> int:
         return len(self.pairs)
-
-    def _rng(self, i: int) -> np.random.Generator:
-        """The generator of item ``i`` this epoch: a pure function of ``(seed, epoch, i)``."""
-        return np.random.default_rng([int(self._state[1]), int(self._state[0]), i])
 
 
 def letterbox_pair(img: np.ndarray, target: np.ndarray, size: int, *, fill: float, dtype: torch.dtype,
