@@ -57,7 +57,8 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.yolonas_pose.nn", "libreyolo.models.yolonas_pose.postprocess",
            "libreyolo.models.yolonas_pose.family",
            "libreyolo.tasks.prompt", "libreyolo.tasks.prompt.scoring", "libreyolo.engine.prompts_io",
-           "libreyolo.models._sam.loss")
+           "libreyolo.models._sam.loss",
+           "libreyolo.data.maps", "libreyolo.tasks.base", "libreyolo.models._base.convert_rules")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
