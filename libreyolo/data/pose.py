@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
 from .._cv import cv2
 from ..errors import ConfigError, DatasetError
 from .config import DataConfig
 from .labels import label_path
+from .seeded import SeededDataset
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def flip_keypoints_lr(kpts: np.ndarray, flip_idx: list[int], width: float = 1.0)
     return out[:, flip_idx]
 
 
-class PoseDataset(Dataset):
+class PoseDataset(SeededDataset):
     """Image files with pose labels -> items (module docstring).
 
     Args:
@@ -171,18 +171,7 @@ class PoseDataset(Dataset):
                            "and right keypoints)", prefix)
             fliplr = 0.0
         self.scale, self.flips, self.hsv = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v)
-        self._state = torch.tensor([0, 0], dtype=torch.int64).share_memory_()  # epoch, seed
-
-    def set_epoch(self, epoch: int) -> None:
-        self._state[0] = int(epoch)
-
-    def set_seed(self, seed: int) -> None:
-        self._state[1] = int(seed)
-
-    mosaic_enabled = False  # no mosaic for this task
-
-    def close_mosaic(self) -> None:
-        """No mosaic for this task (the trainer's hook does nothing)."""
+        self._init_state()  # the trainer's dataset interface (SeededDataset): epoch, seed; no mosaic
 
     def __len__(self) -> int:
         return len(self.files)
@@ -196,7 +185,7 @@ class PoseDataset(Dataset):
         img = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         h, w = img.shape[:2]
         cls, boxes, kpts = parse_pose_file(label_path(f), nc=self.nc, kpt_shape=self.kpt_shape)
-        rng = np.random.default_rng([int(self._state[1]), int(self._state[0]), i]) if self.augment else None
+        rng = self._rng(i) if self.augment else None
         r = s / max(h, w) * (rng.uniform(*self.scale) if rng is not None else 1.0)
         nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
         if rng is None:  # letterbox: centred, grey padding

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...errors import ConfigError
-from ..base import Task, to_host
+from ..base import Task, run_defaults, to_host
 
 
 def pad_batch(images: list[Tensor], multiple: int) -> Tensor:
@@ -107,12 +107,7 @@ class RestoreTask(Task):
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``imgsz`` (the LQ patch side) defaults to the family's and ``project`` to runs/restore."""
-        changes: dict[str, Any] = {}
-        if "imgsz" not in explicit:
-            changes["imgsz"] = int(family_imgsz)
-        if "project" not in explicit:
-            changes["project"] = self.project
-        return changes
+        return run_defaults(self.project, explicit, family_imgsz)
 
     # ------------------------------------------------------------------ validation
     def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> list[Tensor]:

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import torch
 from torch import Tensor
 
 from ...ops.boxes import scale_boxes
-from ..base import Task
+from ..base import LetterboxTask, augment_options, run_defaults
 from .masks import to_original
 
 
-class SegmentTask(Task):
+class SegmentTask(LetterboxTask):
     name: ClassVar[str] = "segment"
     results_field: ClassVar[str] = "masks"  # outputs() gives {"boxes": ..., "masks": ...} per image
     project: ClassVar[str] = "runs/segment"
@@ -38,16 +37,7 @@ class SegmentTask(Task):
 
         self.collate = collate_segment
 
-    # ------------------------------------------------------------------ prediction
-    def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,
-                   channels_last: bool, rect: bool, stride: int) -> tuple[Tensor, list[Any]]:
-        from ..detect import _pixels
-        from ..detect.preprocess import preprocess
-
-        pixels, in_bgr = _pixels(items, device)
-        return preprocess(pixels, imgsz, device, dtype=dtype, channels_last=channels_last, rect=rect,
-                          stride=stride, bgr=in_bgr)
-
+    # ------------------------------------------------------------------ prediction (LetterboxTask.preprocess)
     def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
                 rerun: Any) -> list[dict[str, Tensor]]:
         dets = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes, max_det=opts.max_det,
@@ -80,13 +70,9 @@ class SegmentTask(Task):
         if getattr(config, "coco", {}).get(split) is not None:
             raise DatasetError(f"{split}: COCO JSON labels are not read for segmentation yet; write Ultralytics "
                                "polygon label files (labels/<split>/<image>.txt, 'cls x1 y1 x2 y2 ...')")
-        options: dict[str, Any] = {}
-        if augment and train_cfg is not None:
-            options = {k: getattr(train_cfg, k) for k in ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mosaic",
-                                                          "mixup", "degrees", "translate", "shear", "perspective")
-                       if hasattr(train_cfg, k)}
-            if hasattr(train_cfg, "scale"):
-                options["scale"] = (max(0.1, 1.0 - float(train_cfg.scale)), 1.0 + float(train_cfg.scale))
+        keys = ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mosaic", "mixup", "degrees", "translate", "shear",
+                "perspective")
+        options = augment_options(train_cfg, keys, jitter_scale=True) if augment else {}
         if train_cfg is not None and getattr(train_cfg, "single_cls", False):
             options["single_cls"] = True
         if train_cfg is not None and getattr(train_cfg, "rect", False):  # aspect-sorted, rectangular items
@@ -95,7 +81,7 @@ class SegmentTask(Task):
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``project`` defaults to runs/segment."""
-        return {} if "project" in explicit else {"project": self.project}
+        return run_defaults(self.project, explicit)
 
     # ------------------------------------------------------------------ validation
     def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> list[tuple[Tensor, Tensor]]:
