@@ -42,6 +42,7 @@ from .yolonas_pose.family import YOLONASPose
 from .yolox.family import YOLOX
 from .sam.family import SAM
 from .mobilesam.family import MobileSAM
+from .ppocr.family import PPOCR
 
 register_family(YOLO9)
 register_family(YOLO9P2)
@@ -83,3 +84,4 @@ register_family(MobileSAM)
 register_family(YOLO3)
 register_family(YOLO4)
 register_family(YOLO2)
+register_family(PPOCR)

@@ -24,6 +24,7 @@ from .base import Task
 from .classify import ClassifyTask
 from .depth import DepthTask
 from .detect import DetectTask
+from .ocr import OcrTask
 from .point import PointTask
 from .pose import PoseTask
 from .prompt import PromptTask
@@ -34,12 +35,12 @@ from .semantic import SemanticTask
 __all__ = ["Task", "get_task", "task_of", "TASKS"]
 
 TASKS: dict[str, Task] = {t.name: t for t in (DetectTask(), ClassifyTask(), SemanticTask(), SegmentTask(), DepthTask(),
-                                                PointTask(), RestoreTask(), PoseTask(), PromptTask())}
+                                                PointTask(), RestoreTask(), PoseTask(), PromptTask(), OcrTask())}
 
 
 def get_task(name: str) -> Task:
     """The task object named ``name`` (``"detect"``, ``"classify"``, ``"semantic"``, ``"segment"``, ``"depth"``,
-    ``"point"``, ``"restore"``, ``"pose"``, ``"prompt"``)."""
+    ``"point"``, ``"restore"``, ``"pose"``, ``"prompt"``, ``"ocr"``)."""
     try:
         return TASKS[name]
     except KeyError:

@@ -16,6 +16,8 @@ detector), whose postprocess gives boxes with empty strings.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import numpy as np
@@ -127,6 +129,19 @@ class PPOCR(Family):
             out.append({"polygons": quads[sel], "det_scores": dscore[sel], "texts": [texts[i] for i in sel.tolist()],
                         "scores": rs[sel]})
         return out
+
+    def crop(self, images: Tensor, index: Tensor, quads: Tensor) -> Tensor:
+        """Regions of ``images`` (Tensor[B, 3, H, W] in [0, 1]) at the recogniser's input size."""
+        return crop_regions(images, index, quads, tuple(self.net.rec_hw))
+
+    @contextmanager
+    def box_threshold(self, conf: float) -> Iterator[None]:
+        """Within the block the eager stage keeps boxes whose mean probability is over ``conf``."""
+        old, self._box_thresh = getattr(self, "_box_thresh", 0.6), float(conf)
+        try:
+            yield
+        finally:
+            self._box_thresh = old
 
     def recognise(self, crops: Tensor) -> tuple[list[str], list[float]]:
         """Crops Tensor[n, 3, h, w] in [0, 1] (the recogniser's input size) -> (strings, scores)."""
