@@ -52,8 +52,8 @@ class PPOCR(Family):
                                         "recorded yet: tests/gpu/test_ppocr_gpu.py")
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded; the CTC branch crops per box"
-    # PaddleOCR's recipe: Adam 1e-3 (cosine), L2 5e-5; no mosaic (text boxes are cut by mosaic seams)
-    TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {"optimizer": "Adam", "lr0": 1e-3, "weight_decay": 5e-5,
+    # PaddleOCR: Adam 1e-3 (cosine), L2 5e-5; here AdamW (the trainer has no plain Adam); no mosaic
+    TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {"optimizer": "AdamW", "lr0": 1e-3, "weight_decay": 5e-5,
                                                    "mosaic": 0.0, "warmup_bias_lr": 0.0}
 
     def __init__(self, *, size: str, task: str | None = None, nc: int = 80,
