@@ -42,7 +42,9 @@ class RSEFPN(nn.Module):
         self.inp_conv = nn.ModuleList(RSELayer(c, c // 4, 3) for _ in cins)
 
     def forward(self, feats: list[Tensor]) -> Tensor:
-        in2, in3, in4, in5 = (m(f) for m, f in zip(self.ins_conv, feats, strict=True))
+        c2, c3, c4, c5 = feats
+        in5, in4 = self.ins_conv[3](c5), self.ins_conv[2](c4)  # deepest first (PaddleOCR's order)
+        in3, in2 = self.ins_conv[1](c3), self.ins_conv[0](c2)
         out4 = in4 + F.interpolate(in5, scale_factor=2.0, mode="nearest")
         out3 = in3 + F.interpolate(out4, scale_factor=2.0, mode="nearest")
         out2 = in2 + F.interpolate(out3, scale_factor=2.0, mode="nearest")

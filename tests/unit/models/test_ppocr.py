@@ -66,6 +66,27 @@ def test_counts_match_the_onnx_weights_shipped_in_rapidocr() -> None:
     assert _onnx_weight_count(models / "ch_PP-OCRv4_rec_infer.onnx") == DEPLOYED["rec"]
 
 
+def test_converted_rapidocr_models_match_onnxruntime() -> None:
+    """Fidelity: the PP-OCRv4 mobile ONNX weights load into our fused networks, whose outputs equal
+    ONNX Runtime's on the same normalised inputs (fp32, CPU)."""
+    ort = pytest.importorskip("onnxruntime")
+    from libreyolo.models.ppocr.convert import PaddleDetBody, PaddleRecBody, from_paddle_onnx
+
+    models = rapid_models()
+    det, rec = models / "ch_PP-OCRv4_det_infer.onnx", models / "ch_PP-OCRv4_rec_infer.onnx"
+    fam = from_paddle_onnx(PPOCR(size="v4", nc=6624), det, rec)
+    torch.manual_seed(0)
+    z, zr = torch.randn(1, 3, 96, 128), torch.randn(2, 3, 48, 320)
+    with torch.no_grad():
+        ours_det, ours_rec = PaddleDetBody(fam.net.det)(z), PaddleRecBody(fam.net.rec)(zr)
+    run = lambda p, x: torch.from_numpy(ort.InferenceSession(str(p), providers=["CPUExecutionProvider"])  # noqa: E731
+                                        .run(None, {"x": x.numpy()})[0])
+    ref_det, ref_rec = run(det, z), run(rec, zr)
+    assert ours_det.shape == ref_det.shape == (1, 1, 96, 128) and ours_rec.shape == ref_rec.shape == (2, 40, 6625)
+    assert torch.allclose(ours_det, ref_det, rtol=1e-5, atol=1e-6), float((ours_det - ref_det).abs().max())
+    assert torch.allclose(ours_rec, ref_rec, rtol=1e-5, atol=1e-5), float((ours_rec - ref_rec).abs().max())
+
+
 def _randomise_bn(net: torch.nn.Module) -> None:
     g = torch.Generator().manual_seed(1)
     for m in net.modules():
