@@ -57,7 +57,9 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.yolonas_pose.nn", "libreyolo.models.yolonas_pose.postprocess",
            "libreyolo.models.yolonas_pose.family",
            "libreyolo.tasks.prompt", "libreyolo.tasks.prompt.scoring", "libreyolo.engine.prompts_io",
-           "libreyolo.models._sam.loss")
+           "libreyolo.models._sam.loss", "libreyolo.tasks.ocr.scoring", "libreyolo.engine.ocr_io",
+           "libreyolo.data.ocr", "libreyolo.data.shapes_ocr", "libreyolo.models.ppocr.postprocess",
+           "libreyolo.models.ppocr.loss", "libreyolo.models.ppocr.charset", "libreyolo.models.ppocr.nn")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
