@@ -48,9 +48,14 @@ class Texts:
 
 
 def check_texts(value: Any) -> Texts:
-    if not isinstance(value, Texts):
-        raise ConfigError(f"texts must be a libreyolo.engine.ocr_io.Texts, got {type(value).__name__}")
-    return value
+    """A :class:`Texts`, or one built from a dict with keys ``polygons``, ``strings``, ``scores``
+    [, ``det_scores``] (what the ocr task's outputs hold)."""
+    if isinstance(value, Texts):
+        return value
+    if isinstance(value, dict) and {"polygons", "strings", "scores"} <= set(value):
+        return Texts(value["polygons"], value["strings"], value["scores"], value.get("det_scores"))
+    raise ConfigError(f"texts must be a libreyolo.engine.ocr_io.Texts or a dict with polygons / strings / scores, "
+                      f"got {type(value).__name__}")
 
 
 def texts_verbose(r: Any) -> str:

@@ -4,7 +4,7 @@ Prediction letterboxes as detection does (``rect=True``: the smallest stride-32 
 family's chain detects on the network input (captured per shape under ``cuda_graph``), finds the
 boxes of the probability map, crops them and reads them (eager). ``conf`` is the DB box threshold:
 the mean text probability inside a box (PaddleOCR uses 0.6; the library default 0.25 keeps more).
-``Results.texts`` (:class:`~libreyolo.engine.ocr_io.Texts`): ``polygons`` Tensor[n, 4, 2] original
+``Results.texts`` (a :class:`~libreyolo.engine.ocr_io.Texts`, built from the per-image dict): ``polygons`` Tensor[n, 4, 2] original
 pixels, ``strings`` list[str], ``scores`` (recognition confidence) and ``det_scores``;
 ``plot()`` draws the boxes and the strings, ``to_json()`` lists them.
 
@@ -51,8 +51,6 @@ class OcrTask(Task):
 
     def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
                 rerun: Any) -> list[Any]:
-        from ...engine.ocr_io import Texts
-
         outs = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None, max_det=opts.max_det, agnostic=False)
         result = []
         for o, p, it in zip(outs, params, items, strict=True):
@@ -60,7 +58,8 @@ class OcrTask(Task):
             poly = (o["polygons"].float().cpu() - torch.tensor(p.pad, dtype=torch.float32)) / float(p.ratio)
             poly[..., 0] = poly[..., 0].clamp(0, w)
             poly[..., 1] = poly[..., 1].clamp(0, h)
-            result.append(Texts(poly, o["texts"], o["scores"].float().cpu(), o["det_scores"].float().cpu()))
+            result.append({"texts": {"polygons": poly, "strings": o["texts"], "scores": o["scores"].float().cpu(),
+                                     "det_scores": o["det_scores"].float().cpu()}})
         return result
 
     # ------------------------------------------------------------------ data
