@@ -43,6 +43,19 @@ def onnx_weights(path: str | Path) -> list[tuple[str, Tensor]]:
     return out
 
 
+def paddle_onnx_chars(path: str | Path, *, space: bool = True) -> list[str]:
+    """The character dictionary a PaddleOCR recogniser export carries in its ``character`` metadata
+    (one per line; PaddleOCR's ``use_space_char`` adds the space), e.g. 6623 + 1 for PP-OCRv4."""
+    import onnx
+
+    meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+    if "character" not in meta:
+        raise CheckpointError(f"{Path(path).name} has no 'character' metadata; pass the dictionary file "
+                              "(libreyolo.data.ocr.read_dict) as the family's names")
+    chars = [c for c in meta["character"].split("\n") if c != ""]
+    return chars + [" "] if space and " " not in chars else chars
+
+
 def execution_slots(module: nn.Module, *inputs: Any) -> list[tuple[str, Tensor]]:
     """(name, tensor) of every parameter / BatchNorm statistic of ``module``'s leaves in the order
     they run on ``inputs``; learnable scalar pairs (``scale``, ``bias``) count as leaves too."""

@@ -87,6 +87,27 @@ def test_converted_rapidocr_models_match_onnxruntime() -> None:
     assert torch.allclose(ours_rec, ref_rec, rtol=1e-5, atol=1e-5), float((ours_rec - ref_rec).abs().max())
 
 
+def test_converted_pp_ocrv4_reads_rendered_words() -> None:
+    """End to end with PaddleOCR's weights: Pillow-rendered words are found and read exactly."""
+    pytest.importorskip("onnx")
+    from PIL import Image, ImageDraw, ImageFont
+
+    from libreyolo.models.ppocr.convert import from_paddle_onnx, paddle_onnx_chars
+
+    models = rapid_models()
+    rec = models / "ch_PP-OCRv4_rec_infer.onnx"
+    chars = paddle_onnx_chars(rec)
+    assert len(chars) == 6624 and chars[-1] == " "
+    m = Model(from_paddle_onnx(PPOCR(size="v4", names=chars), models / "ch_PP-OCRv4_det_infer.onnx", rec))
+    im = Image.new("RGB", (320, 120), (255, 255, 255))
+    draw = ImageDraw.Draw(im)
+    draw.text((20, 20), "Hello World 123", fill=(0, 0, 0), font=ImageFont.load_default(size=28))
+    draw.text((30, 70), "libreyolo", fill=(20, 20, 120), font=ImageFont.load_default(size=24))
+    r = m.predict(np.asarray(im)[:, :, ::-1].copy(), imgsz=320, conf=0.5)[0]
+    assert r.texts.strings == ["Hello World 123", "libreyolo"]
+    assert bool((r.texts.scores > 0.9).all()) and float(r.texts.polygons[0, :, 1].min()) < 30
+
+
 def _randomise_bn(net: torch.nn.Module) -> None:
     g = torch.Generator().manual_seed(1)
     for m in net.modules():
