@@ -254,3 +254,17 @@ def test_onnx_export_gives_the_same_regions(tmp_path: Path) -> None:
     assert len(a.texts) == len(b.texts) == 1
     assert torch.allclose(a.texts.polygons, b.texts.polygons, atol=1e-3)
     assert b.texts.strings == [""]  # the export holds the detector only
+
+
+def test_saved_weights_load_by_name_with_their_dictionary(tmp_path: Path) -> None:
+    from libreyolo import LibreYOLO
+
+    torch.manual_seed(0)
+    m = Model(_texty(PPOCR(size="tiny", names=["x", "y", "z", " "])))
+    path = tmp_path / "LibrePPOCRtiny-ocr.pt"
+    m.save(str(path))
+    loaded = LibreYOLO(str(path))
+    assert (loaded.FAMILY, loaded.task, loaded.names) == ("ppocr", "ocr", {0: "x", 1: "y", 2: "z", 3: " "})
+    img = np.full((48, 80, 3), 200, np.uint8)
+    a, b = m.predict(img, imgsz=64, fuse=False)[0], loaded.predict(img, imgsz=64, fuse=False)[0]
+    assert a.texts.strings == b.texts.strings and torch.equal(a.texts.polygons, b.texts.polygons)
