@@ -6,7 +6,12 @@ so that one arm's failure never loses the others:
 
 * ``1gpu``: ``device="0"`` (one process, no DDP);
 * ``2gpu``: ``device="0,1"`` (torchrun, two nccl processes, ``batch/2`` per GPU);
-* ``2gpu_syncbn``: ``device="0,1", sync_bn=True`` (skip it with ``--no-sync-bn``).
+* ``2gpu_syncbn``: ``device="0,1", sync_bn=True`` (skip it with ``--no-sync-bn``);
+* with ``--graph``, ``1gpu_graph`` and ``2gpu_graph``: the same with ``cuda_graph=True`` (under DDP
+  the graphs hold each rank's local network; gradients are all-reduced outside them).
+
+``--per-gpu-batch`` keeps the batch per GPU fixed instead (one GPU gets ``batch``, two get
+``2 * batch`` in total), the comparison issue 26's scaling target is stated in.
 
 Per arm: wall time of ``model.train`` (and of the whole subprocess), training images/s from the
 trainer's ``results.csv`` (``time/images_per_s``: the median over epochs 2.., the first epoch
@@ -40,10 +45,16 @@ if str(ROOT) not in sys.path:  # run as a file: the repository root makes `bench
 from benchmarks._common import md_table, stamp, write_json, write_result  # noqa: E402
 
 ARMS: dict[str, dict[str, Any]] = {
-    "1gpu": {"device": "0", "sync_bn": False},
-    "2gpu": {"device": "0,1", "sync_bn": False},
-    "2gpu_syncbn": {"device": "0,1", "sync_bn": True},
+    "1gpu": {"device": "0", "sync_bn": False, "cuda_graph": False},
+    "2gpu": {"device": "0,1", "sync_bn": False, "cuda_graph": False},
+    "2gpu_syncbn": {"device": "0,1", "sync_bn": True, "cuda_graph": False},
+    # --graph: the captured training step; under DDP the graphs hold the local network and the trainer
+    # all-reduces the gradients outside them (libreyolo.training.distributed.GradientReducer)
+    "1gpu_graph": {"device": "0", "sync_bn": False, "cuda_graph": True},
+    "2gpu_graph": {"device": "0,1", "sync_bn": False, "cuda_graph": True},
 }
+GRAPH_ARMS = ("1gpu_graph", "2gpu_graph")
+TARGET_2GPU_GRAPH = 1.8  # issue 26: two GPUs with capture >= 1.8x one GPU with capture, same per-GPU batch
 # NVLink multicast (NVLS) brings nothing to a two-GPU all-reduce; keep it off in every process we start
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -65,7 +76,7 @@ def run_arm(*, name: str, out: Path, epochs: int, batch: int, imgsz: int, n_trai
     from libreyolo import LibreYOLO
     from libreyolo.data.shapes import ensure_shapes_dataset
 
-    spec = ARMS[name]  # train() keys of this arm (device, sync_bn)
+    spec = ARMS[name]  # train() keys of this arm (device, sync_bn, cuda_graph)
     yaml_path = ensure_shapes_dataset(n_train=n_train, n_val=n_val, imgsz=imgsz, seed=1)
     model = LibreYOLO("LibreYOLO9t.pt")
     t0 = time.perf_counter()
@@ -92,6 +103,7 @@ def run_arm(*, name: str, out: Path, epochs: int, batch: int, imgsz: int, n_trai
         "epochs_run": res.get("epochs"), "world_size": world, "rank_digests": digests,
         "digests_equal": (len(digests) == world and len(set(digests)) == 1) if world > 1 else None,
         "syncbn_left_in_model": sync_left, "save_dir": res["save_dir"],
+        "cuda_graph": spec["cuda_graph"], "capture": res.get("cuda_graph"), "total_batch": batch,
         "result": {k: v for k, v in res.items() if isinstance(v, (int, float))},
         "rows": rows,
     }
@@ -142,7 +154,8 @@ def launch_arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
     result_file.unlink(missing_ok=True)
     log_path = out / f"bench_ddp_{name}.log"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--out", str(out), "--arm", name,
-           "--result-file", str(result_file), "--epochs", str(args.epochs), "--batch", str(args.batch),
+           "--result-file", str(result_file), "--epochs", str(args.epochs),
+           "--batch", str(args.batch * (2 if args.per_gpu_batch and ARMS[name]["device"] != "0" else 1)),
            "--imgsz", str(args.imgsz), "--n-train", str(args.n_train), "--n-val", str(args.n_val),
            "--workers", str(args.workers)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -185,8 +198,9 @@ def _fmt(v: Any, spec: str) -> str:
 def summarize(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
     s: dict[str, Any] = {}
     one = arms.get("1gpu", {})
-    for name in ("2gpu", "2gpu_syncbn"):
-        two = arms.get(name, {})
+    pairs = [("1gpu", "2gpu"), ("1gpu", "2gpu_syncbn"), ("1gpu_graph", "2gpu_graph")]
+    for base, name in pairs:
+        one, two = arms.get(base, {}), arms.get(name, {})
         if one.get("images_per_s") and two.get("images_per_s"):
             s[f"{name}_throughput_speedup"] = two["images_per_s"] / one["images_per_s"]
             s[f"{name}_scaling_efficiency"] = s[f"{name}_throughput_speedup"] / 2
@@ -194,7 +208,14 @@ def summarize(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
             s[f"{name}_wall_speedup"] = one["wall_s"] / two["wall_s"]
         if one.get("mAP50-95_best") is not None and two.get("mAP50-95_best") is not None:
             s[f"{name}_map_delta"] = two["mAP50-95_best"] - one["mAP50-95_best"]
-    ddp = [a for n, a in arms.items() if n != "1gpu" and "error" not in a]
+    g2, e2 = arms.get("2gpu_graph", {}), arms.get("2gpu", {})
+    if g2.get("images_per_s") and e2.get("images_per_s"):
+        s["2gpu_graph_vs_2gpu_eager"] = g2["images_per_s"] / e2["images_per_s"]
+    if "2gpu_graph_throughput_speedup" in s:
+        s["target_2gpu_graph"] = {"min": TARGET_2GPU_GRAPH, "value": s["2gpu_graph_throughput_speedup"],
+                                  "ok": s["2gpu_graph_throughput_speedup"] >= TARGET_2GPU_GRAPH
+                                  and s.get("2gpu_graph_vs_2gpu_eager", 0.0) > 1.0}
+    ddp = [a for n, a in arms.items() if ARMS[n]["device"] != "0" and "error" not in a]
     s["ddp_digests_all_equal"] = bool(ddp) and all(a.get("digests_equal") is True and a.get("world_size") == 2
                                                    for a in ddp)
     s["failed_arms"] = [n for n, a in arms.items() if "error" in a]
@@ -206,7 +227,8 @@ def table_rows(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     for name, a in arms.items():
         d = a.get("rank_digests") or []
         rows.append({
-            "arm": name, "device": a.get("device"), "sync_bn": a.get("sync_bn"), "world": a.get("world_size", "-"),
+            "arm": name, "device": a.get("device"), "sync_bn": a.get("sync_bn"), "graph": a.get("cuda_graph"),
+            "batch": a.get("total_batch", "-"), "world": a.get("world_size", "-"),
             "wall s": _fmt(a.get("wall_s"), ".1f"), "img/s": _fmt(a.get("images_per_s"), ".1f"),
             "mAP50-95 best": _fmt(a.get("mAP50-95_best"), ".4f"), "mAP50-95 final": _fmt(a.get("mAP50-95_final"), ".4f"),
             "digests": ("equal " if a.get("digests_equal") else "DIFFER ") + d[0][:12] if d else "-",
@@ -223,12 +245,14 @@ def write_report(args: argparse.Namespace, arms: dict[str, dict[str, Any]]) -> s
     summary = summarize(arms)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("arm",
                                                                                                       "result_file")}
-    cols = ["arm", "device", "sync_bn", "world", "wall s", "img/s", "mAP50-95 best", "mAP50-95 final", "digests",
+    cols = ["arm", "device", "sync_bn", "graph", "batch", "world", "wall s", "img/s", "mAP50-95 best", "mAP50-95 final", "digests",
             "error"]
     lines = [f"# DDP training: 1 GPU vs 2 GPUs\n\n{len(env['gpus'])} x {env['gpu']} · torch {env['torch']} · "
              f"CUDA {env['cuda']} · {env['date']} · commit {env['commit']}\n",
              f"yolo9-t from the demo checkpoint, shapes subset ({args.n_train} train / {args.n_val} val, seed 1) at "
-             f"{args.imgsz} px, total batch {args.batch} (per GPU {args.batch // 2} on two), {args.epochs} epochs, "
+             f"{args.imgsz} px, " + (f"batch {args.batch} per GPU (total {2 * args.batch} on two)" if args.per_gpu_batch
+                                      else f"total batch {args.batch} (per GPU {args.batch // 2} on two)")
+             + f", {args.epochs} epochs, "
              f"AMP, seed 0, {args.workers} loader workers per process, one subprocess per arm. img/s = median of "
              "the trainer's per-epoch training throughput over epochs 2.. (whole dataset / epoch training time).\n",
              md_table(table_rows(arms), cols), ""]
@@ -250,6 +274,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--n-val", type=int, default=160)
     ap.add_argument("--workers", type=int, default=8, help="data loader workers per process")
     ap.add_argument("--no-sync-bn", action="store_true", help="skip the 2gpu_syncbn arm")
+    ap.add_argument("--graph", action="store_true", help="add the cuda_graph=True arms (1gpu_graph, 2gpu_graph)")
+    ap.add_argument("--per-gpu-batch", action="store_true",
+                    help="--batch is per GPU: two-GPU arms train at twice the total batch")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per arm before it is stopped")
     ap.add_argument("--commit", default=None)
     ap.add_argument("--arm", choices=tuple(ARMS), default=None, help=argparse.SUPPRESS)
@@ -293,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dataset ready in {time.perf_counter() - t0:.1f} s", flush=True)
     arms: dict[str, dict[str, Any]] = {}
     for name in ARMS:
-        if name == "2gpu_syncbn" and args.no_sync_bn:
+        if (name == "2gpu_syncbn" and args.no_sync_bn) or (name in GRAPH_ARMS and not args.graph):
             continue
         arms[name] = launch_arm(name, args)
         a = arms[name]

@@ -2,6 +2,7 @@
 
     python3 benchmarks/run.py --list                                   # entries, machines, commands
     python3 benchmarks/run.py bench_loss 'parity_train_*' --out /tmp/res
+    python3 benchmarks/run.py 'parity_*' --owed --machine nvidia-h200 --budget-s 540 --out /tmp/res
     python3 benchmarks/run.py 'gpu_tests_ddp' bench_ddp 'bench_train*' --gpus 0,1 \\
         --commit <sha> --pack-to $OUT/results.tgz                      # two-GPU machine, one lane per GPU
 
@@ -61,15 +62,32 @@ def load_manifest(path: Path = MANIFEST) -> dict[str, Any]:
     return doc
 
 
-def select(entries: dict[str, Any], patterns: list[str], *, machine: str | None = None) -> list[str]:
-    """Entry names matching ``patterns`` (names or globs), in the order given, each once."""
+def select(entries: dict[str, Any], patterns: list[str], *, machine: str | None = None,
+           owed: bool = False) -> list[str]:
+    """Entry names matching ``patterns`` (names or globs), in the order given, each once; ``owed``:
+    only those with no committed results yet (``results: []``), the runs a GPU session still owes."""
     names: list[str] = []
     for pat in patterns or ["*"]:
         hits = [n for n in entries if fnmatch.fnmatchcase(n, pat)]
         if not hits:
             raise SystemExit(f"run.py: no manifest entry matches {pat!r} (see --list)")
         names += [n for n in hits if n not in names]
-    return [n for n in names if machine is None or entries[n].get("machine") == machine]
+    return [n for n in names if (machine is None or entries[n].get("machine") == machine)
+            and not (owed and entries[n].get("results"))]
+
+
+class Budget:
+    """An overall wall-clock budget (seconds; None: unlimited): an entry starts only if its own
+    ``timeout_s`` still fits, so a session's call returns, with its summary, before the machine's
+    limit cuts it off. Entries that do not fit are recorded as skipped, not run."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds, self.t0 = seconds, time.monotonic()
+
+    def fits(self, entry: dict[str, Any]) -> bool:
+        if self.seconds is None:
+            return True
+        return time.monotonic() - self.t0 + float(entry.get("timeout_s") or 0) <= self.seconds
 
 
 def out_folder(command: str) -> Path | None:
@@ -180,15 +198,29 @@ class Summary:
         self.path.write_text(json.dumps(self.doc, indent=2) + "\n")
 
 
+def _skipped(name: str, entry: dict[str, Any], budget: Budget) -> dict[str, Any]:
+    return {"name": name, "command": entry["command"], "timeout_s": entry.get("timeout_s"), "rc": None,
+            "seconds": 0.0, "skipped": True,
+            "error": f"not started: its {entry.get('timeout_s')} s limit does not fit the {budget.seconds:.0f} s budget left"}
+
+
 def run_all(names: list[str], entries: dict[str, Any], *, log_dir: Path, env: dict[str, str],
-            gpus: list[str] | None, summary: Summary) -> None:
+            gpus: list[str] | None, summary: Summary, budget: Budget | None = None) -> None:
+    budget = budget or Budget(None)
+
+    def one(n: str, devices: str | None) -> None:
+        if not budget.fits(entries[n]):
+            summary.add(_skipped(n, entries[n], budget))
+            return
+        summary.add(run_entry(n, entries[n], log_dir=log_dir, env=env, cuda_devices=devices))
+
     if not gpus:
         for n in names:
-            summary.add(run_entry(n, entries[n], log_dir=log_dir, env=env, cuda_devices=None))
+            one(n, None)
         return
     wide = [n for n in names if int(entries[n].get("gpus", 1)) > 1]
     for n in wide:  # every GPU, alone
-        summary.add(run_entry(n, entries[n], log_dir=log_dir, env=env, cuda_devices=",".join(gpus)))
+        one(n, ",".join(gpus))
     queue: SimpleQueue[str] = SimpleQueue()
     for n in names:
         if n not in wide:
@@ -200,7 +232,7 @@ def run_all(names: list[str], entries: dict[str, Any], *, log_dir: Path, env: di
                 n = queue.get_nowait()
             except Empty:
                 return
-            summary.add(run_entry(n, entries[n], log_dir=log_dir, env=env, cuda_devices=gpu))
+            one(n, gpu)
 
     threads = [threading.Thread(target=lane, args=(g,), name=f"lane-{g}") for g in gpus]
     for t in threads:
@@ -252,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the selected entries and exit")
     ap.add_argument("--dry-run", action="store_true", help="print what would run and exit")
     ap.add_argument("--machine", default=None, help="keep only entries of this machine kind")
+    ap.add_argument("--owed", action="store_true", help="keep only entries without committed results (results: [])")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="overall seconds: start an entry only while its timeout_s still fits")
     ap.add_argument("--gpus", default=None, help="comma list of GPU ids: one lane per GPU")
     ap.add_argument("--commit", default=None, help="commit recorded in the results (default: see above)")
     ap.add_argument("--no-wheels", action="store_true", help="do not install the carried wheels of .whl/")
@@ -259,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--manifest", type=Path, default=MANIFEST, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     entries = load_manifest(args.manifest)["entries"]
-    names = select(entries, args.names, machine=args.machine)
+    names = select(entries, args.names, machine=args.machine, owed=args.owed)
     if args.list or args.dry_run:
         list_entries(entries, names)
         return 0
@@ -269,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = Summary(args.out / "summary.json", commit=commit, names=names)
     gpus = [g for g in (args.gpus or "").split(",") if g]
     try:
-        run_all(names, entries, log_dir=args.out, env=env, gpus=gpus or None, summary=summary)
+        run_all(names, entries, log_dir=args.out, env=env, gpus=gpus or None, summary=summary,
+                budget=Budget(args.budget_s))
     finally:
         if args.pack_to is not None:
             folders = sorted({f for f in (out_folder(entries[n]["command"]) for n in names) if f is not None})
@@ -278,8 +314,11 @@ def main(argv: list[str] | None = None) -> int:
                 for art in entries[n].get("artifacts") or []:
                     if (ROOT / art).is_file():
                         shutil.copy2(ROOT / art, args.pack_to.parent / Path(art).name)
-    failed = [r["name"] for r in summary.doc["entries"] if r["rc"] != 0]
-    print(f"{len(summary.doc['entries']) - len(failed)}/{len(names)} entries ok"
+    failed = [r["name"] for r in summary.doc["entries"] if r["rc"] != 0 and not r.get("skipped")]
+    skipped = [r["name"] for r in summary.doc["entries"] if r.get("skipped")]
+    if skipped:
+        print(f"{len(skipped)} entries not started (budget): {', '.join(skipped)}", flush=True)
+    print(f"{len(summary.doc['entries']) - len(failed) - len(skipped)}/{len(names)} entries ok"
           + (f"; not ok: {', '.join(failed)}" if failed else ""), flush=True)
     return 0 if not failed else 1
 

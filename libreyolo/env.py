@@ -52,6 +52,13 @@ VARIABLES: dict[str, EnvVar] = {
             doc="Where built-in datasets (e.g. 'shapes') are generated; default ~/.cache/libreyolo/datasets.",
         ),
         EnvVar(
+            name="LIBREYOLO_TRAIN_CAPTURE_DRYRUN",
+            default="0",
+            doc="'1': a training run on a device without CUDA takes the training-capture code path "
+            "but never captures (the forward that bypasses DDP, the explicit gradient all-reduce), so "
+            "that path can be tested on a CPU; not for normal use.",
+        ),
+        EnvVar(
             name="LIBREYOLO_GRAPH_CACHE_SIZE",
             default="8",
             doc="Largest number of CUDA graphs a model keeps for prediction (LRU eviction).",

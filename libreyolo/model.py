@@ -449,6 +449,9 @@ class Model:
         return quant_info(self)
 
 
+INIT_SEED = 0  # the seed of LibreYOLO(..., pretrained=False)'s initial weights
+
+
 def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     model: str | Path = "LibreYOLO9t.pt",
     *,
@@ -464,7 +467,9 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     ``.pt``, timm weights with their ``config.json``, or a folder holding both) is recognised and
     converted on load with one log line (:mod:`libreyolo.convert`, docs/weights.md); so is a Hub
     repository of such weights named ``"hf-hub:<owner>/<repo>"`` (Hub cache first, then download). ``pretrained=False`` builds an untrained model of
-    the family and size the name describes (``nc``/``names`` set its classes).
+    the family and size the name describes (``nc``/``names`` set its classes); its initial weights
+    are drawn from a fixed seed (:data:`INIT_SEED`) without touching the global random state, so the
+    same call gives the same network in every process and ``train(seed=...)`` from it repeats.
 
     Example:
         >>> from libreyolo import LibreYOLO
@@ -491,7 +496,9 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
         parsed = parse_weights_name(name)
         cls = get_family(parsed.family)
         n = nc if nc is not None else (len(names) if names is not None else 80)
-        fam: Family = cls(size=parsed.size, task=parsed.task, nc=n, names=names)
+        with torch.random.fork_rng(devices=[]):  # the caller's random stream is left as it was
+            torch.manual_seed(INIT_SEED)  # the same untrained network in every process
+            fam: Family = cls(size=parsed.size, task=parsed.task, nc=n, names=names)
     else:
         path = hub_repo_weights(name) or hub_snapshot_weights(Path(name)) or find_weights(name)
         if detect_format(path) is not None:  # another library's checkpoint: convert on load

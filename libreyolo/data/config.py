@@ -147,6 +147,9 @@ def load_data_config(data: str | Path) -> DataConfig:
     if isinstance(data, str) and data == "shapes-depth":
         raise DatasetError("'shapes-depth' is a depth dataset (images + depth maps); a detection model needs a "
                            "dataset yaml with YOLO label files, or data='shapes'")
+    if isinstance(data, str) and data == "shapes-matte":
+        raise DatasetError("'shapes-matte' is a matte dataset (images + alpha mask PNGs); train a matte model on it, "
+                           "e.g. LibreYOLO('LibreBiRefNetlite-matte.pt', pretrained=False), or use data='shapes' here")
     if isinstance(data, str) and data == "shapes-pose":
         raise DatasetError("'shapes-pose' is a pose dataset (boxes + keypoints); train a pose model on it, e.g. "
                            "LibreYOLO('LibreYOLO9poset-pose.pt', pretrained=False), or use data='shapes' here")

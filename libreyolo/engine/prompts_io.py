@@ -21,11 +21,12 @@ def draw_prompts(r: Any, img: np.ndarray, *, line_width: int | None = None) -> n
         >>> bool(draw_prompts(r, r.orig_img).any())
         True
     """
-    import cv2
-
     p = getattr(r, "prompts", None)
     if not p:
-        return img
+        return img  # nothing to draw: no OpenCV needed (plot() of a detection works without it)
+    from .._cv import require_cv2
+
+    cv2 = require_cv2("drawing prompts")
     out = img.copy()
     lw = line_width or max(1, round(sum(img.shape[:2]) / 2 * 0.003))
     if p.get("boxes") is not None:

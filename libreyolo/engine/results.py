@@ -97,6 +97,7 @@ class Results(MapsMixin):
         probs: Tensor | np.ndarray | Probs | None = None,
         semantic: Tensor | np.ndarray | None = None,
         depth: Tensor | np.ndarray | None = None,
+        alpha: Tensor | np.ndarray | None = None,  # matte: :mod:`.matte_io`
         points: Tensor | np.ndarray | None = None,
         restored: Tensor | np.ndarray | None = None,  # restoration: :mod:`.restore_io`
         masks: Any = None,
@@ -120,20 +121,23 @@ class Results(MapsMixin):
         self.probs: Probs | None = None
         self.semantic: Tensor | np.ndarray | None = None
         self.depth: Tensor | np.ndarray | None = None
+        self.alpha: Tensor | np.ndarray | None = None
         self.points: Tensor | None = None
         self.restored: Tensor | None = None
         self.masks: Any = None  # a libreyolo.engine.masks.Masks
         self.keypoints: Any = None  # a libreyolo.engine.keypoints.Keypoints
         self.prompts: dict[str, Any] | None = prompts  # points / labels / boxes in original pixels
         self.texts: Any = None  # a libreyolo.engine.ocr_io.Texts
-        self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth, points=points, restored=restored,
-                    masks=masks, keypoints=keypoints, texts=texts)
+        self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth, alpha=alpha, points=points,
+                    restored=restored, masks=masks, keypoints=keypoints, texts=texts)
         self.save_path: Path | None = None  # the file the last save() wrote
         self.depth_path: Path | None = None  # the file the last save_depth() wrote
+        self.alpha_path: Path | None = None  # the mask PNG the last save_alpha() wrote
 
     def update(self, *, boxes: Tensor | np.ndarray | Boxes | None = None,
                probs: Tensor | np.ndarray | Probs | None = None,
                semantic: Tensor | np.ndarray | None = None, depth: Tensor | np.ndarray | None = None,
+               alpha: Tensor | np.ndarray | None = None,
                points: Tensor | np.ndarray | None = None, restored: Tensor | np.ndarray | None = None,
                masks: Any = None, keypoints: Any = None, texts: Any = None) -> Results:
         """Replace the given fields in place (the others are kept) and return ``self``.
@@ -153,8 +157,8 @@ class Results(MapsMixin):
                 self.boxes = Boxes(boxes, self.orig_shape)
         if probs is not None:
             self.probs = probs if isinstance(probs, Probs) else Probs(probs)
-        checked = check_maps(self.orig_shape, semantic=semantic, depth=depth, points=points, restored=restored,
-                             masks=masks, keypoints=keypoints, texts=texts)
+        checked = check_maps(self.orig_shape, semantic=semantic, depth=depth, alpha=alpha, points=points,
+                             restored=restored, masks=masks, keypoints=keypoints, texts=texts)
         for name, value in checked.items():  # the map fields given, validated (results_kinds.check_maps)
             setattr(self, name, value)
         return self
@@ -184,7 +188,7 @@ class Results(MapsMixin):
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
             "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
-            "depth": self.depth, "points": self.points, "restored": self.restored, "masks": self.masks,
+            "depth": self.depth, "alpha": self.alpha, "points": self.points, "restored": self.restored, "masks": self.masks,
             "keypoints": self.keypoints, "texts": self.texts,
         }
         kwargs.update(fields)
@@ -360,7 +364,8 @@ class Results(MapsMixin):
     def __repr__(self) -> str:
         where = repr(self.path) + (f", frame={self.frame}" if self.frame is not None else "")
         speed = ", ".join(f"{k}={v:.1f}ms" for k, v in self.speed.items())
-        what = ("restored image" if self.restored is not None else "depth map" if self.depth is not None and self.boxes is None
+        what = ("restored image" if self.restored is not None else "alpha matte" if self.alpha is not None
+                else "depth map" if self.depth is not None and self.boxes is None
                 else "semantic map" if self.semantic is not None and self.boxes is None else "points"
                 if self.points is not None and self.boxes is None else "top5"
                 if self.boxes is None and self.probs is not None else f"{len(self)} detections")
@@ -448,6 +453,8 @@ class Results(MapsMixin):
         bgr = restore_io.to_bgr(self) if self.restored is not None else self.plot(labels=labels, conf=conf,
                                                                                    line_width=line_width)
         write_bgr(file, bgr)
+        if self.alpha is not None:  # a matte: the mask PNG beside the overlay
+            self.save_alpha(file.with_name(f"{file.stem}_alpha.png"))
         logger.debug("saved %s", file)
         self.save_path = file
         return file

@@ -77,6 +77,14 @@ def summary_to_csv(summary: list[dict[str, Any]], kind: str | None = None) -> st
     return buf.getvalue()
 
 
+def table_kind_of_maps(r: Results) -> str:
+    """What a result without boxes, class scores or points holds, for messages."""
+    for name in ("restored", "depth", "semantic", "alpha"):
+        if getattr(r, name, None) is not None:
+            return name
+    return "empty"
+
+
 def table_kind(r: Results) -> str:
     """The columns :func:`summary_to_csv` uses for ``r``: "track", "detect", "probs" or "semantic"."""
     if r.boxes is None and r.semantic is not None:
@@ -89,16 +97,34 @@ def table_kind(r: Results) -> str:
 
 
 def label_lines(r: Results, *, save_conf: bool) -> list[str]:
-    """YOLO label lines of a result: ``cls xc yc w h [conf] [track id]`` (normalised), or
-    ``prob cls`` for the top-5 of a classification, ``cls x y [conf]`` for points."""
+    """YOLO label lines of a result: ``cls xc yc w h [conf] [track id]`` (normalised), the
+    segment label format ``cls x1 y1 x2 y2 ... [conf]`` (each mask's polygon, normalised) with
+    masks, ``prob cls`` for the top-5 of a classification, ``cls x y [conf]`` for points.
+
+    Raises:
+        ConfigError: the result has no label-line format (a restored image, a depth, semantic or
+            alpha map without boxes): those are written by ``save()`` / ``save_depth()`` /
+            ``save_mask()`` / ``save_alpha()``.
+    """
     if r.boxes is None:
         if r.points is not None:  # point task: ``cls x y [conf]``, x / y normalised by the image size
             h, w = r.orig_shape
             return [f"{int(c)} {x / w:.6g} {y / h:.6g}" + (f" {cf:.6g}" if save_conf else "")
                     for x, y, cf, c in r.points.cpu().tolist()]
         if r.probs is None:
-            return []
+            raise ConfigError(f"save_txt() has no label-line format for a {table_kind_of_maps(r)} result; "
+                              "write it with save() (the image), save_depth() (depth), save_mask() (semantic) or "
+                              "save_alpha() (matte)")
         return [f"{float(r.probs._data[c]):.6g} {c}" for c in r.probs.top5]
+    if r.masks is not None and r.keypoints is None:  # segment: the polygon replaces the box
+        data = r.boxes._data.detach().cpu().float()
+        out = []
+        for poly, conf, cls in zip(r.masks.xyn, data[:, 4].tolist(), data[:, 5].tolist(), strict=True):
+            if len(poly) < 3:  # an empty or degenerate mask has no polygon label
+                continue
+            coords = " ".join(f"{min(max(float(v), 0.0), 1.0):.6g}" for v in poly.reshape(-1))
+            out.append(f"{int(cls)} {coords}" + (f" {conf:.6g}" if save_conf else ""))
+        return out
     from ..ops.boxes import xyxy_to_xywh
 
     data = r.boxes._data.detach().cpu().float()

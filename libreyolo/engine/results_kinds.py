@@ -1,8 +1,8 @@
-"""What a ``Results`` without boxes shows, per kind of map: depth, restored image, semantic map or points.
+"""What a ``Results`` without boxes shows, per kind of map: alpha matte, depth, restored image, semantic map or points.
 
 :class:`~libreyolo.engine.results.Results` asks these functions first in ``verbose``, ``summary``
 and ``plot``; each returns ``None`` when the result is a detection or classification one, which
-the class then handles itself. The kinds are tried in one order (depth, restored, semantic,
+the class then handles itself. The kinds are tried in one order (alpha, depth, restored, semantic,
 points), so a result carrying several maps is described by the first. A new task with a map of
 its own adds a line to each function (and its ``*_io`` module).
 """
@@ -16,12 +16,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from .results import Results
 
-ORDER = ("depth", "restored", "semantic", "points", "texts")
+ORDER = ("alpha", "depth", "restored", "semantic", "points", "texts")
 
 
 def check_maps(orig_shape: tuple[int, int], **fields: Any) -> dict[str, Any]:
     """The map fields given (not ``None``) of a result for an image of ``orig_shape``, validated and
-    converted by their kind's ``*_io`` module: ``semantic``, ``depth``, ``points``, ``restored``,
+    converted by their kind's ``*_io`` module: ``alpha``, ``semantic``, ``depth``, ``points``, ``restored``,
     ``masks``, ``keypoints``. Raises the kind's one-line error for a bad value.
 
     Example:
@@ -37,6 +37,9 @@ def check_maps(orig_shape: tuple[int, int], **fields: Any) -> dict[str, Any]:
         if name == "semantic":
             from .semantic_io import check_semantic
             out[name] = check_semantic(value, orig_shape)
+        elif name == "alpha":
+            from .matte_io import check_alpha
+            out[name] = check_alpha(value, orig_shape)
         elif name == "depth":
             from .depth_io import check_depth
             out[name] = check_depth(value, orig_shape)
@@ -78,6 +81,9 @@ def map_kind(r: Results) -> str | None:
 def kind_verbose(r: Results) -> str | None:
     """``Results.verbose`` for a map result (``None`` otherwise)."""
     kind = map_kind(r)
+    if kind == "alpha":
+        from .matte_io import alpha_verbose
+        return alpha_verbose(r)
     if kind == "depth":
         from .depth_io import depth_verbose
         return depth_verbose(r)
@@ -99,6 +105,9 @@ def kind_verbose(r: Results) -> str | None:
 def kind_summary(r: Results, *, normalize: bool, decimals: int) -> list[dict[str, Any]] | None:
     """``Results.summary`` for a map result (``None`` otherwise)."""
     kind = map_kind(r)
+    if kind == "alpha":
+        from .matte_io import alpha_summary
+        return alpha_summary(r, decimals=decimals)
     if kind == "depth":
         from .depth_io import depth_summary
         return depth_summary(r, decimals=decimals)
@@ -120,6 +129,9 @@ def kind_summary(r: Results, *, normalize: bool, decimals: int) -> list[dict[str
 def kind_plot(r: Results, *, labels: bool, conf: bool, line_width: int | None) -> np.ndarray | None:
     """``Results.plot`` for a map result (``None`` otherwise)."""
     kind = map_kind(r)
+    if kind == "alpha":
+        from .matte_io import plot_alpha
+        return plot_alpha(r)
     if kind == "depth":
         from .depth_io import plot_depth
         return plot_depth(r)

@@ -15,14 +15,15 @@ from ..errors import ConfigError
 
 
 class MapsMixin:
-    """``save_mask`` / ``save_depth`` and the map helper of :class:`~libreyolo.engine.results.Results`."""
+    """``save_mask`` / ``save_depth`` / ``save_alpha`` and the map helper of :class:`~libreyolo.engine.results.Results`."""
 
     semantic: Any
     depth: Any
+    alpha: Any
 
     def _maps(self, fn: Any) -> dict[str, Any]:
-        """``fn`` applied to the per-pixel maps this result has (``semantic``, ``depth``)."""
-        return {k: fn(getattr(self, k)) for k in ("semantic", "depth") if getattr(self, k) is not None}
+        """``fn`` applied to the per-pixel maps this result has (``semantic``, ``depth``, ``alpha``)."""
+        return {k: fn(getattr(self, k)) for k in ("semantic", "depth", "alpha") if getattr(self, k) is not None}
 
     def save_mask(self, file: str | Path) -> Path:
         """Write :attr:`semantic` as a single-channel PNG of class ids (the dataset mask format).
@@ -53,3 +54,19 @@ class MapsMixin:
         from .depth_io import save_depth
 
         return save_depth(self, file)
+
+    def save_alpha(self, file: str | Path) -> Path:
+        """Write :attr:`alpha` as an 8-bit single-channel PNG (the matte dataset format); :meth:`summary`
+        then names the file.
+
+        Example:
+            >>> from libreyolo.engine.results import Results
+            >>> r = Results(orig_img=np.zeros((4, 6, 3), np.uint8), names={0: "foreground"}, alpha=torch.ones(4, 6))
+            >>> import tempfile; r.save_alpha(Path(tempfile.mkdtemp()) / "a.png").suffix, r.summary()[0]["foreground"]
+            ('.png', 1.0)
+        """
+        if self.alpha is None:
+            raise ConfigError("save_alpha() needs a matte result (Results.alpha is None)")
+        from .matte_io import save_alpha
+
+        return save_alpha(self, file)

@@ -42,6 +42,11 @@ from .sources import _GLOB_CHARS, _URL, IMAGE_SUFFIXES, VIDEO_SUFFIXES, list_fil
 
 logger = logging.getLogger(__name__)
 
+# tasks whose predictions have no label-line format: save_txt is refused with what to use instead
+NO_LABEL_FILES: dict[str, str] = {
+    "restore": "a restored image is not a label; save=True writes the restored images",
+}
+
 _MEDIA = IMAGE_SUFFIXES | VIDEO_SUFFIXES
 
 
@@ -194,7 +199,10 @@ class ResultWriter:
         save_dir: the run folder (``None``: the next free ``runs/<task>/predict<N>``).
         save_txt / save_conf: YOLO label lines under ``labels/`` (with the confidence); for the
             ``semantic`` task the class ids as index-mask PNGs under ``masks/``, for ``depth`` the maps
-            as float32 ``.npy`` under ``depth/`` (the dataset formats).
+            as float32 ``.npy`` under ``depth/``, for ``matte`` the 8-bit alpha PNGs under ``masks/``
+            (the dataset formats).
+            A task without a label format (``restore``, :data:`NO_LABEL_FILES`) refuses ``save_txt``
+            with a :class:`~libreyolo.errors.ConfigError` before anything is read or written.
         save_crop: each box's crop under ``crops/<class name>/``.
         line_width: box outline width for everything drawn (``None``: scaled to the image).
         show: show each annotated image in a window, when a display exists (otherwise one warning).
@@ -206,6 +214,8 @@ class ResultWriter:
     def __init__(self, *, task: str, source: Any, save: bool = False, save_dir: str | Path | None = None,
                  save_txt: bool = False, save_conf: bool = False, save_crop: bool = False,
                  line_width: int | None = None, show: bool = False, vid_stride: int = 1) -> None:
+        if save_txt and task in NO_LABEL_FILES:
+            raise ConfigError(f"save_txt has no label format for the {task} task: {NO_LABEL_FILES[task]}")
         self.task, self.source = task, source
         self.save, self.save_txt, self.save_conf, self.save_crop = save, save_txt, save_conf, save_crop
         self.line_width, self.vid_stride = line_width, vid_stride
@@ -236,7 +246,7 @@ class ResultWriter:
         self._dir = folder
         self.namer = OutputNamer(folder, self.source)
         if self.save_txt:
-            sub = {"semantic": "masks", "depth": "depth"}.get(self.task, "labels")
+            sub = {"semantic": "masks", "depth": "depth", "matte": "masks"}.get(self.task, "labels")
             self._labels = OutputNamer(folder / sub, self.source)
 
     def __call__(self, r: Results) -> None:
@@ -254,7 +264,9 @@ class ResultWriter:
                 self._write_frame(r)
             else:
                 r.save(self.namer.path_for(r.path, r.frame), line_width=self.line_width)
-        if self._labels is not None and r.depth is not None and r.boxes is None:
+        if self._labels is not None and r.alpha is not None and r.boxes is None:
+            r.save_alpha(self._labels.path_for(r.path, r.frame, ".png"))
+        elif self._labels is not None and r.depth is not None and r.boxes is None:
             r.save_depth(self._labels.path_for(r.path, r.frame, ".npy"))
         elif self._labels is not None and r.semantic is not None and r.boxes is None:
             r.save_mask(self._labels.path_for(r.path, r.frame, ".png"))

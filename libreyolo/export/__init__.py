@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ExportError
 from .config import ExportConfig
 from .registry import format_names, get_format
 
@@ -22,6 +23,9 @@ FORMATS = format_names()
 def export(model: Family, overrides: dict[str, Any]) -> Path:
     """Export ``model`` as ``overrides`` say (keys of :class:`ExportConfig`); returns the path."""
     cfg = ExportConfig.from_overrides(overrides, default_imgsz=model.imgsz)
+    refused = dict(getattr(model, "EXPORT_REFUSALS", {}) or {}).get(cfg.format)
+    if refused:  # a format whose converter cannot hold an operator of this family's network
+        raise ExportError(f"{model.FAMILY} cannot export to {cfg.format}: {refused}")
     return get_format(cfg.format).load_exporter()(model, cfg)
 
 

@@ -61,6 +61,17 @@ def portable_op_violations(onnx_model: Any) -> list[str]:
     return bad
 
 
+def export_opset(model: Family, opset: int) -> int:
+    """The opset an export runs at: ``opset``, raised to the family's ``ONNX_MIN_OPSET`` (the first
+    opset that has an operator its network needs, e.g. DeformConv: 19) with one warning."""
+    need = int(getattr(model, "ONNX_MIN_OPSET", 0) or 0)
+    if opset >= need:
+        return int(opset)
+    logger.warning("%s needs ONNX opset >= %d (an operator of its network first exists there): exporting at "
+                   "opset %d instead of %d", model.FAMILY, need, need, opset)
+    return need
+
+
 def export_onnx(model: Family, cfg: ExportConfig) -> Path:
     """Write ``model`` as ONNX; returns the path."""
     from .registry import get_format
@@ -123,7 +134,7 @@ def _trace(onnx: Any, net: Any, x: Any, raw: Path, *, cfg: ExportConfig, out_nam
         warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
         try:
             torch.onnx.export(
-                net, (x,), str(raw), dynamo=False, opset_version=cfg.opset,
+                net, (x,), str(raw), dynamo=False, opset_version=export_opset(model, cfg.opset),
                 input_names=["images"], output_names=out_names, dynamic_axes=dynamic_axes,
                 do_constant_folding=True,
             )

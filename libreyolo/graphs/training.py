@@ -7,7 +7,14 @@ gradient clipping, EMA, LR schedule, gradient accumulation and GradScaler stay e
 Rules this module enforces:
 
 * ``cuda_graph=True`` is always safe to pass (T-1). A family without training capture, a CPU
-  device or a distributed run writes one log line and trains eager, unchanged (T-4).
+  device, a distillation run or SyncBatchNorm under DDP writes one log line and trains eager,
+  unchanged (T-4).
+* Under DDP the graphs hold the local network only (SPEC A-6, second option: "capture the network
+  sections before wrapping in DDP so the all-reduces stay outside the graphs"): the loop's forward
+  bypasses the DDP wrapper and the trainer all-reduces the gradients itself, eagerly, on the
+  micro-batch that steps the optimiser (``Distributed.reduce_gradients``). No collective is ever
+  inside a graph, so NCCL's capture rules (async error handling, side-stream construction) do not
+  apply.
 * A shape is captured only after it has been seen :data:`REPEATS_BEFORE_CAPTURE` times (T-3);
   other shapes (the last partial batch, multi-scale sizes) run eager.
 * A capture or replay failure logs one warning and leaves the rest of the run eager (T-4).
@@ -137,17 +144,33 @@ def restore_rng(device: torch.device, state: Tensor | None) -> None:
         torch.cuda.set_rng_state(state, device)
 
 
-def unsupported_reason(model: Any, *, device: torch.device, distributed: bool, distill: bool = False) -> str | None:
-    """Why training capture cannot be used for this model/configuration, or None."""
+def dry_run() -> bool:
+    """``LIBREYOLO_TRAIN_CAPTURE_DRYRUN=1``: a run without CUDA takes the capture code path but never
+    captures (:class:`TrainGraphs` then runs every batch eager on the bare network), so the policy
+    and the DDP gradient reduction around it can be tested on a CPU."""
+    from ..env import get_flag
+
+    return get_flag("LIBREYOLO_TRAIN_CAPTURE_DRYRUN")
+
+
+def unsupported_reason(model: Any, *, device: torch.device, distributed: bool, distill: bool = False,
+                       net: nn.Module | None = None) -> str | None:
+    """Why training capture cannot be used for this model/configuration, or None.
+
+    A distributed run is captured (the graphs hold the local network; gradients are all-reduced
+    outside them), except with SyncBatchNorm, whose forward all-reduces batch statistics: that
+    collective would have to sit inside the graph.
+    """
     fam = type(getattr(model, "family", model))  # a Model: its family declares the capability
     if not getattr(fam, "SUPPORTS_TRAIN_CUDA_GRAPH", False):
         return f"family {fam.FAMILY!r} has no verified training capture ({fam.TRAIN_CUDA_GRAPH_REASON})"
-    if distributed:
-        return "distributed training (DDP) is not captured"
-    if device.type != "cuda":
+    if device.type != "cuda" and not dry_run():
         return f"device is {device.type}, CUDA graphs need a CUDA device"
     if distill:
         return "distillation runs are not captured"
+    if distributed and net is not None and any(isinstance(m, nn.SyncBatchNorm) for m in net.modules()):
+        return ("SyncBatchNorm (sync_bn=True) all-reduces inside the forward, and a training graph does not "
+                "hold collectives; use sync_bn=False to capture")
     return None
 
 
@@ -206,7 +229,8 @@ class TrainGraphs:
         graph = self._graphs.get(key)
         if graph is None:
             self._seen[key] += 1
-            if self._seen[key] >= self.repeats and len(self._graphs) < self.max_graphs:
+            if (self._seen[key] >= self.repeats and len(self._graphs) < self.max_graphs
+                    and not (x.device.type != "cuda" and dry_run())):  # a dry run never captures
                 graph = self._capture(key, x)
         if graph is None:
             self.eager_steps += 1

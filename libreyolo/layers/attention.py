@@ -9,6 +9,8 @@ it on only after its outputs with SDPA were byte-identical to the equation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -46,9 +48,12 @@ class Attention(nn.Module):
         fused_attn: use SDPA where the policy allows (see module docs).
         rel_pos_bias: optional hook, a module called with no arguments that returns an additive
             bias ``Tensor[H, N, N]`` (e.g. Swin's relative-position table lookup).
+        qk_norm: a LayerNorm (eps 1e-5) over each head's channels on the queries and the keys
+            (``q_norm`` / ``k_norm``), before any rotary embedding.
 
-    forward(x, attn_bias=None): x (Tensor[B, N, D]); attn_bias (additive float tensor
-    broadcastable to [B, H, N, N], e.g. a shifted-window mask) -> Tensor[B, N, D].
+    forward(x, attn_bias=None, rope=None): x (Tensor[B, N, D]); attn_bias (additive float tensor
+    broadcastable to [B, H, N, N], e.g. a shifted-window mask); rope (a function Tensor[B, H, N, C]
+    -> same, a rotary position embedding applied to the queries and the keys) -> Tensor[B, N, D].
 
     Example:
         >>> m = Attention(dim=64, num_heads=4)
@@ -67,6 +72,7 @@ class Attention(nn.Module):
         proj_drop: float = 0.0,
         fused_attn: bool = False,
         rel_pos_bias: nn.Module | None = None,
+        qk_norm: bool = False,
     ) -> None:
         super().__init__()
         if dim % num_heads:
@@ -83,11 +89,18 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop)
         self.rel_pos_bias = rel_pos_bias
+        self.q_norm = nn.LayerNorm(self.head_dim) if qk_norm else None
+        self.k_norm = nn.LayerNorm(self.head_dim) if qk_norm else None
 
-    def forward(self, x: Tensor, attn_bias: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, attn_bias: Tensor | None = None,
+                rope: Callable[[Tensor], Tensor] | None = None) -> Tensor:
         b, n, d = x.shape
         qkv = self.qkv(x).view(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # each (B, H, N, C)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if rope is not None:
+            q, k = rope(q), rope(k)
         bias = attn_bias
         if self.rel_pos_bias is not None:
             rel = self.rel_pos_bias().unsqueeze(0)  # (1, H, N, N)

@@ -1,4 +1,5 @@
-"""Shifted-window self-attention (Swin, Liu et al. 2021), shared by the Swin classifier and SwinIR.
+"""Shifted-window self-attention (Swin, Liu et al. 2021), shared by the Swin classifier, SwinIR and
+BiRefNet's Swin backbone (with the patch embedding and patch merging of the hierarchical Swin).
 
 Tokens are channels-last, ``(B, h, w, C)``. A :class:`SwinBlock` is a pre-norm transformer block
 whose attention runs inside non-overlapping ``window x window`` windows; every other block rolls
@@ -185,3 +186,34 @@ class SwinBlock(nn.Module):
             y = y[:, :h, :w]
         x = x + self.drop_path(y)
         return x + self.drop_path(self.mlp(self.norm2(x)))
+
+
+class PatchMerging(nn.Module):
+    """(B, h, w, C) -> (B, ceil(h/2), ceil(w/2), 2C): each 2x2 group concatenated in the order (0,0),
+    (1,0), (0,1), (1,1) (row, column offsets), LayerNorm over 4C, a bias-free linear map to 2C. An
+    odd side is zero-padded at the bottom/right first (the hierarchical Swin backbone's rule)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(4 * dim, eps=LN_EPS)
+        self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h, w, c = int(x.shape[1]), int(x.shape[2]), int(x.shape[3])
+        if h % 2 or w % 2:
+            x = F.pad(x, (0, 0, 0, w % 2, 0, h % 2))
+            h, w = h + h % 2, w + w % 2
+        x = x.view(-1, h // 2, 2, w // 2, 2, c).permute(0, 1, 3, 4, 2, 5).reshape(-1, h // 2, w // 2, 4 * c)
+        return self.reduction(self.norm(x))
+
+
+class PatchEmbed(nn.Module):
+    """``patch x patch`` strided convolution and LayerNorm: (B, 3, H, W) -> (B, H/p, W/p, D)."""
+
+    def __init__(self, dim: int, patch: int) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(3, dim, kernel_size=patch, stride=patch)
+        self.norm = nn.LayerNorm(dim, eps=LN_EPS)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.norm(self.proj(x).permute(0, 2, 3, 1))

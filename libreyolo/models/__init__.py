@@ -2,12 +2,14 @@
 family is gone."""
 
 from ._base.registry import register_family
+from .birefnet.family import BiRefNet
 from .clip.family import CLIP
 from .convnext.family import ConvNeXt
 from .deformable_detr.family import DeformableDETR
 from .deim.family import DEIM
 from .deit.family import DeiT
 from .depth_anything.family import DepthAnythingV2
+from .depth_anything3.family import DepthAnything3
 from .dfine.family import DFINE
 from .dino_detr.family import DINODETR
 from .dinov2.family import DINOv2
@@ -28,6 +30,7 @@ from .siglip2.family import SigLIP2
 from .swin.family import Swin
 from .swinir.family import SwinIR
 from .vit.family import ViT
+from .yolo1.family import YOLO1
 from .yolo2.family import YOLO2
 from .yolo3.family import YOLO3
 from .yolo4.family import YOLO4
@@ -68,6 +71,7 @@ register_family(DINOv2)
 register_family(CLIP)
 register_family(SigLIP2)
 register_family(DepthAnythingV2)
+register_family(DepthAnything3)
 register_family(FOMO)
 register_family(NAFNet)
 register_family(ESRGAN)
@@ -84,4 +88,6 @@ register_family(MobileSAM)
 register_family(YOLO3)
 register_family(YOLO4)
 register_family(YOLO2)
+register_family(YOLO1)
+register_family(BiRefNet)
 register_family(PPOCR)

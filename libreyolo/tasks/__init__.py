@@ -4,7 +4,7 @@ A :class:`~libreyolo.tasks.base.Task` supplies what differs between, say, detect
 classification, so that the shared code (the predictor, the validator, the trainer's data
 set-up) asks the task instead of branching on it: how a batch of images becomes the network
 input, how raw outputs become the per-image values of :class:`~libreyolo.engine.results.Results`
-(``boxes``, ``probs``, ``semantic``, ``depth``, ``points``, ``restored``, or ``boxes`` with ``masks`` or ``keypoints``), how a
+(``boxes``, ``probs``, ``semantic``, ``depth``, ``points``, ``restored``, ``alpha``, or ``boxes`` with ``masks`` or ``keypoints``), how a
 dataset is read, and how a split is scored.
 
 A family names its tasks (``Family.TASKS``); a model's ``task`` picks the object here.
@@ -24,6 +24,7 @@ from .base import Task
 from .classify import ClassifyTask
 from .depth import DepthTask
 from .detect import DetectTask
+from .matte import MatteTask
 from .ocr import OcrTask
 from .point import PointTask
 from .pose import PoseTask
@@ -35,12 +36,13 @@ from .semantic import SemanticTask
 __all__ = ["Task", "get_task", "task_of", "TASKS"]
 
 TASKS: dict[str, Task] = {t.name: t for t in (DetectTask(), ClassifyTask(), SemanticTask(), SegmentTask(), DepthTask(),
-                                                PointTask(), RestoreTask(), PoseTask(), PromptTask(), OcrTask())}
+                                                PointTask(), RestoreTask(), PoseTask(), PromptTask(), MatteTask(),
+                                                OcrTask())}
 
 
 def get_task(name: str) -> Task:
     """The task object named ``name`` (``"detect"``, ``"classify"``, ``"semantic"``, ``"segment"``, ``"depth"``,
-    ``"point"``, ``"restore"``, ``"pose"``, ``"prompt"``, ``"ocr"``)."""
+    ``"point"``, ``"restore"``, ``"pose"``, ``"prompt"``, ``"matte"``, ``"ocr"``)."""
     try:
         return TASKS[name]
     except KeyError:

@@ -104,7 +104,7 @@ def epoch_row(*, epoch: int, names: tuple[str, ...], losses: Tensor, metrics: di
     epoch time and throughput."""
     row = loss_row(epoch=epoch, names=names, losses=losses)
     for k in ("precision", "recall", "mAP50", "mAP50-95", "mask_mAP50", "mask_mAP50-95", "kpt_mAP50", "kpt_mAP50-95", "top1", "top5", "mIoU",
-              "aAcc", "mAcc", "abs_rel", "rmse", "delta1", "psnr", "ssim"):
+              "aAcc", "mAcc", "abs_rel", "rmse", "delta1", "psnr", "ssim", "iou", "mae", "fmeasure", "smeasure"):
         if k in metrics:
             row[f"metrics/{k}"] = metrics[k]
     row.update({f"val/{n}_loss": v for n, v in getattr(metrics, "losses", {}).items()})

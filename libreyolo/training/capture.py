@@ -3,7 +3,7 @@ the forward / zero-grad seam the loop calls (:class:`StepCapture`).
 
 :attr:`StepCapture.graphs` is None unless ``cuda_graph=True`` and
 ``libreyolo.graphs.training.unsupported_reason`` finds nothing against it (family flag
-``SUPPORTS_TRAIN_CUDA_GRAPH``, CUDA device, no DDP); then it is a
+``SUPPORTS_TRAIN_CUDA_GRAPH``, CUDA device, no SyncBatchNorm under DDP); then it is a
 ``libreyolo.graphs.training.TrainGraphs`` holding the family's capturable training trunk when it
 is split at a seam, else the whole network. The loop (:mod:`libreyolo.training.trainer`) needs
 from it ``forward(imgs) -> preds`` (outputs whose backward runs the captured backward),
@@ -13,6 +13,13 @@ turns capture off for the rest of the run with one warning (SPEC T-4); the optim
 clipping, EMA and schedule stay eager. With ``multi_scale`` the run trains at ``sizes`` fixed
 input sizes (:mod:`.scales`); the cap on captured graphs follows them (:func:`.scales.graph_cap`),
 so each size is captured once.
+
+Under DDP the capture holds the local network, not the DDP wrapper: every batch that goes through
+:attr:`StepCapture.graphs` (replayed, or eager before its shape is captured) bypasses DDP's
+gradient hooks, :attr:`StepCapture.bypassed` says so, and the trainer all-reduces the gradients
+itself on the micro-batch that steps the optimiser. Once bypassing, a distributed run keeps
+bypassing even after a capture failure (the fallback runs the bare network eager): every rank then
+takes the same collective path, whichever rank failed.
 """
 
 from __future__ import annotations
@@ -42,9 +49,7 @@ def build_train_capture(model: Any, *, net: nn.Module, device: torch.device, amp
     except ImportError as e:
         logger.warning("training eager: cuda_graph=True ignored because training capture is unavailable (%s)", e)
         return None, None
-    reason = unsupported_reason(model, device=device, distributed=distributed)
-    if distributed and reason is not None and "distributed" not in reason:
-        reason = f"distributed training (DDP) is not captured (also: {reason})"
+    reason = unsupported_reason(model, device=device, distributed=distributed, net=net)
     # A family split at a seam (SPEC G-9) names its capturable training trunk; the rest of its
     # forward (e.g. a denoising decoder) runs inside its criterion, eager.
     stages = model.train_stages()
@@ -72,6 +77,8 @@ class StepCapture:
         self.eager = eager
         self.graphs: Any = None
         self.report: Any = None
+        self.bypassed = False  # the last forward ran on the bare network, not through the DDP wrapper
+        self._bare: Callable[[Tensor], Any] | None = None  # distributed: the fallback that keeps bypassing
 
     def enable(self, model: Any, *, net: nn.Module, device: torch.device, amp_dtype: torch.dtype | None,
                distributed: bool, sizes: int = 1) -> None:
@@ -82,6 +89,10 @@ class StepCapture:
         if report is not None:
             self.graphs = capture
             self.report = report
+        if distributed and capture is not None:
+            from ..graphs.training import _AutocastForward
+
+            self._bare = _AutocastForward(net, amp_dtype)
 
     def forward(self, imgs: Tensor) -> Any:
         """``graphs.forward(imgs)`` (after ``graphs.maybe_capture(imgs)``) while a capture is live, else
@@ -92,10 +103,16 @@ class StepCapture:
             try:
                 if hasattr(gc, "maybe_capture"):
                     gc.maybe_capture(imgs)
-                return gc.forward(imgs)
+                out = gc.forward(imgs)
+                self.bypassed = self._bare is not None
+                return out
             except GraphCaptureError as e:
                 logger.warning("training eager from now on: graph capture failed: %s", e)
                 self.graphs = None
+        if self._bare is not None:  # distributed and bypassing: stay on the bare network (class doc)
+            self.bypassed = True
+            return self._bare(imgs)
+        self.bypassed = False
         return self.eager(imgs)
 
     def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:

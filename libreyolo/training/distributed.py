@@ -14,8 +14,10 @@ Device strings (:func:`parse_devices`): ``"0,1,2,3"`` = those CUDA devices, one 
 
 Conventions (see docs/distributed.md): ``batch`` is the total batch over all processes and is
 divided by the world size; rank 0 alone validates, writes checkpoints, logs and draws progress
-bars; every rank keeps its own (identical) EMA; gradients are averaged by DDP and the loss is
-multiplied by the world size so the optimiser sees the single-process gradient scale.
+bars; every rank keeps its own (identical) EMA; gradients are averaged by DDP (or, for a captured
+training step, whose forward bypasses the DDP wrapper, by :class:`GradientReducer` with DDP's
+arithmetic) and the loss is multiplied by the world size so the optimiser sees the
+single-process gradient scale.
 """
 
 from __future__ import annotations
@@ -246,6 +248,58 @@ def gather_digests(module: nn.Module, ctx: DistContext | None) -> list[str]:
     return [str(d) for d in out]
 
 
+BUCKET_BYTES = 25 * 1024 * 1024  # DDP's default bucket size
+
+
+class GradientReducer:
+    """Average the gradients of ``net`` over the ranks, as DDP's reducer does, for a forward that
+    bypassed the DDP wrapper (the captured training step: SPEC A-6's second option, collectives
+    outside the graphs).
+
+    The gradients (``requires_grad`` parameters that have one, ``net.parameters()`` order) are
+    packed into flat buckets of at most :data:`BUCKET_BYTES` per dtype, each scaled by
+    ``1 / world_size`` and summed with one ``all_reduce``: DDP's arithmetic (it multiplies each
+    gradient by ``1 / world_size`` while copying it into its bucket, then sums), so for a
+    power-of-two world the averaged gradients are bit-identical to DDP's. Every rank must call it
+    at the same step with the same parameters holding gradients (the same network and code path
+    guarantee that).
+
+    Example:
+        >>> r = GradientReducer(nn.Linear(2, 1), world_size=1)
+        >>> r()  # outside a process group (world size 1): nothing to do
+        0
+    """
+
+    def __init__(self, net: nn.Module, *, world_size: int, group: Any = None) -> None:
+        self.net, self.world_size, self.group = net, int(world_size), group
+        self.params = [p for p in net.parameters() if p.requires_grad]
+
+    def __call__(self) -> int:
+        """All-reduce the gradients in place; returns the number of buckets sent."""
+        if self.world_size == 1:
+            return 0
+        grads = [p.grad for p in self.params if p.grad is not None]
+        buckets: list[list[torch.Tensor]] = []
+        open_: dict[tuple[torch.dtype, torch.device], tuple[list[torch.Tensor], list[int]]] = {}
+        for g in grads:
+            key = (g.dtype, g.device)
+            bucket, size = open_.setdefault(key, ([], [0]))
+            if bucket and size[0] + g.numel() * g.element_size() > BUCKET_BYTES:
+                buckets.append(bucket)
+                bucket, size = open_[key] = ([], [0])
+            bucket.append(g)
+            size[0] += g.numel() * g.element_size()
+        buckets.extend(b for b, _ in open_.values() if b)
+        from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+        for bucket in buckets:
+            flat = _flatten_dense_tensors(bucket)
+            flat.mul_(1.0 / self.world_size)
+            dist.all_reduce(flat, group=self.group)
+            torch._foreach_copy_(bucket, list(_unflatten_dense_tensors(flat, bucket)))
+        return len(buckets)
+
+
 def convert_sync_batchnorm(net: nn.Module) -> nn.Module:
     """BatchNorm layers -> :class:`torch.nn.SyncBatchNorm` (statistics over the global batch)."""
     return nn.SyncBatchNorm.convert_sync_batchnorm(net)
@@ -317,6 +371,16 @@ class Distributed:
     def wrap(self, net: nn.Module) -> nn.Module:
         """What the loop calls: ``DistributedDataParallel(net)`` under DDP, else ``net`` itself."""
         return wrap_ddp(net, self.ctx) if self.ctx is not None else net
+
+    def reduce_gradients(self, net: nn.Module) -> None:
+        """Average ``net``'s gradients over the ranks (:class:`GradientReducer`, made once per
+        network) after a backward that bypassed the DDP wrapper; nothing outside DDP."""
+        if self.ctx is None:
+            return
+        r = getattr(self, "_reducer", None)
+        if r is None or r.net is not net:
+            r = self._reducer = GradientReducer(net, world_size=self.ctx.world_size)
+        r()
 
     def check_replicas(self, net: nn.Module) -> list[str]:
         """After training: every rank's parameter digest (:func:`gather_digests`), which must agree;

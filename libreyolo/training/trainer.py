@@ -390,6 +390,8 @@ class Trainer:
                 if ddp is not None:  # DDP averages gradients; the single-process loss scale is the sum
                     loss = loss * ddp.world_size
                 self.scaler.scale(loss).backward()
+                if step and ddp is not None and self.capture.bypassed:  # the forward skipped DDP's hooks
+                    self.ddp.reduce_gradients(self.net)  # (a captured step): average here, outside the graph
                 # Drop this step's autograd graph now: while an older graph's AccumulateGrad nodes live,
                 # a training capture in the next forward fails (stream-capture invalidated).
                 del preds, loss

@@ -43,15 +43,16 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
     import numpy as np
 
     img = np.random.default_rng(0).integers(0, 255, (48, 80, 3), dtype=np.uint8)
-    # a depth export has a fixed input size (its ViT position embedding is resampled for the traced
-    # grid), so both sides letterbox to the square export size
-    kw = {"rect": False} if fam.OUTPUT_KIND == "depth" else {}
+    # a depth or matte export has a fixed input size (a ViT's position embedding resampled for the
+    # traced grid; Swin windows padded for it), so both sides letterbox to the square export size
+    kw = {"rect": False} if fam.OUTPUT_KIND in ("depth", "matte") else {}
     (pt,) = model.predict(img, imgsz=s, **kw)
     (ox,) = loaded.predict(img, imgsz=s, **kw)
     assert (pt.boxes is None) == (ox.boxes is None) and (pt.probs is None) == (ox.probs is None)
     assert (pt.semantic is None) == (ox.semantic is None) and (pt.restored is None) == (ox.restored is None)
     assert (getattr(pt, "texts", None) is None) == (getattr(ox, "texts", None) is None)
     assert (pt.depth is None) == (ox.depth is None) and (pt.points is None) == (ox.points is None)
+    assert (getattr(pt, "alpha", None) is None) == (getattr(ox, "alpha", None) is None)
     assert (getattr(pt, "masks", None) is None) == (getattr(ox, "masks", None) is None)
     if getattr(pt, "masks", None) is not None:  # instance segmentation: one mask per box at the image size
         assert ox.masks.shape == (len(ox.boxes), 48, 80) and pt.masks.shape == (len(pt.boxes), 48, 80)
@@ -61,7 +62,10 @@ def test_export_portable_and_onnxruntime_parity(name: str, fam: type, tmp_path: 
         assert ox.keypoints.shape == (len(ox.boxes), k, 3) and pt.keypoints.shape == (len(pt.boxes), k, 3)
         if len(pt.boxes) == len(ox.boxes):
             assert torch.allclose(ox.keypoints.data, pt.keypoints.data, atol=1e-2)
-    if pt.depth is not None:  # depth: the same map at the image's size
+    if getattr(pt, "alpha", None) is not None:  # matte: the same alpha at the image's size
+        assert ox.alpha.shape == pt.alpha.shape == (48, 80)
+        assert torch.allclose(ox.alpha, pt.alpha, rtol=1e-3, atol=1e-3)
+    elif pt.depth is not None:  # depth: the same map at the image's size
         assert ox.depth.shape == pt.depth.shape == (48, 80)
         assert torch.allclose(ox.depth, pt.depth, rtol=1e-3, atol=1e-3)
     elif pt.points is not None:  # points: the same centroids (cells are thresholded, so compare at a margin)

@@ -14,7 +14,8 @@ from libreyolo.registry import families, parse_weights_name
 
 PKG = Path(__file__).resolve().parents[2] / "libreyolo"
 FAMS = sorted(families().items())
-KNOWN_TASKS = {"detect", "classify", "segment", "pose", "semantic", "depth", "point", "restore", "prompt", "ocr"}
+KNOWN_TASKS = {"detect", "classify", "segment", "pose", "semantic", "depth", "point", "restore", "prompt", "matte",
+               "ocr"}
 
 
 @pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
@@ -26,7 +27,7 @@ def test_class_declarations(name: str, fam: type) -> None:
     if not fam.SUPPORTS_TRAIN_CUDA_GRAPH:
         assert fam.TRAIN_CUDA_GRAPH_REASON.strip()
     suffix = {"detect": "", "classify": "-cls", "segment": "-seg", "pose": "-pose", "semantic": "-sem", "depth": "-depth",
-              "point": "-point", "restore": "-restore", "prompt": "-prompt",
+              "point": "-point", "restore": "-restore", "prompt": "-prompt", "matte": "-matte",
               "ocr": "-ocr"}
     for size in fam.SIZES:
         assert parse_weights_name(f"Libre{fam.NAME_TOKEN}{size}.pt").family == name
@@ -47,7 +48,7 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
         assert len(fam.OUTPUT_NAMES) == len(outs)
     dets = model.postprocess(raw, conf=0.0, iou=0.7, classes=None, max_det=10, agnostic=False)
     assert fam.OUTPUT_KIND in {"boxes", "probs", "semantic", "depth", "points", "restore", "masks", "keypoints",
-                               "prompt", "ocr"}
+                               "prompt", "matte", "ocr"}
     if fam.OUTPUT_KIND == "ocr":  # text: the detector's map at the input size, then regions + strings per image
         assert outs[0].shape == (1, 1, 64, 64) and len(outs) == 5 and outs[4].ndim == 3
         assert len(dets) == 1 and dets[0]["polygons"].shape[1:] == (4, 2)
@@ -59,6 +60,9 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
         s = 64 // fam.STRIDE * fam.STRIDE
         assert outs[0].shape == (1, 1, s, s) and model.nc == 1
         assert len(dets) == 1 and dets[0].shape == (s, s) and dets[0].dtype == torch.float32
+    elif fam.OUTPUT_KIND == "matte":  # matte logits at the input size -> per image alpha Tensor[h, w] in [0, 1]
+        assert outs[0].shape == (1, 1, 64, 64) and model.nc == 1
+        assert len(dets) == 1 and dets[0].shape == (64, 64) and 0 <= float(dets[0].min()) <= float(dets[0].max()) <= 1
     elif fam.OUTPUT_KIND == "restore":  # per image the restored Tensor[3, s*H, s*W] in [0, 1], no classes
         s = fam.SCALE
         assert outs[0].shape == (1, 3, 64 * s, 64 * s) and model.nc == 1

@@ -110,3 +110,35 @@ def test_two_gpu_sync_bn_run(shapes_160: Path, tmp_path: Path, clean_env: None, 
     model.fuse()  # fuses and predicts like any single-process result
     res = model.predict(SAMPLE_IMAGE, imgsz=160, device="cuda:0", conf=0.001)
     assert len(res) == 1
+
+
+def test_two_gpu_captured_training_step(shapes_160: Path, tmp_path: Path, clean_env: None,
+                                        capfd: pytest.CaptureFixture) -> None:
+    """``cuda_graph=True`` under DDP: each rank captures its local network (the all-reduce stays
+    outside the graph, done by the trainer), the replays run, the replicas end bit-identical, and
+    the epoch's training losses stay within eager noise of the eager DDP run from the same start."""
+    _, eager = _train_two_gpus(shapes_160, tmp_path, "ddp_eager")
+    capfd.readouterr()
+    _, graph = _train_two_gpus(shapes_160, tmp_path, "ddp_graph", cuda_graph=True)
+    out, err = capfd.readouterr()
+    rows = _check_run(graph, out + err)
+    info = graph["cuda_graph"]
+    assert info["enabled"] and info["failed"] is None, info
+    assert info["graphs"] and all(g["replays"] > 0 for g in info["graphs"]), info
+    with open(Path(eager["save_dir"]) / "results.csv", newline="") as f:
+        eager_rows = list(csv.DictReader(f))
+    for k, v in rows[0].items():
+        if k.startswith("train/"):
+            ref = float(eager_rows[0][k])
+            assert math.isclose(float(v), ref, rel_tol=0.05), (k, v, ref)
+
+
+def test_two_gpu_sync_bn_trains_eager_with_cuda_graph(shapes_160: Path, tmp_path: Path, clean_env: None,
+                                                     capfd: pytest.CaptureFixture) -> None:
+    """SyncBatchNorm all-reduces inside the forward: ``cuda_graph=True`` trains eager with one log line."""
+    _, result = _train_two_gpus(shapes_160, tmp_path, "ddp_syncbn_graph", sync_bn=True, cuda_graph=True)
+    out, err = capfd.readouterr()
+    log = out + err
+    _check_run(result, log)
+    assert log.count("training eager: SyncBatchNorm (sync_bn=True)") == 1, log[-3000:]
+    assert result["cuda_graph"]["enabled"] is False

@@ -39,6 +39,7 @@ PAGES = [ROOT / "README.md"] + sorted(p for p in DOCS.glob("*.md") if p.name not
 
 # the names prose uses for a family besides its registry name (case-sensitive)
 ALIASES = {
+    "birefnet": ["BiRefNet"],
     "clip": ["CLIP"],
     "convnext": ["ConvNeXt"],
     "deformable_detr": ["Deformable DETR"],
@@ -46,6 +47,7 @@ ALIASES = {
     "deim": ["DEIM"],
     "deit": ["DeiT"],
     "depth_anything": ["Depth Anything V2", "Depth Anything"],
+    "depth_anything3": ["Depth Anything 3", "DA3"],
     "dfine": ["D-FINE"],
     "dinov2": ["DINOv2"],
     "efficientnetv2": ["EfficientNetV2"],
@@ -66,6 +68,7 @@ ALIASES = {
     "swin": ["Swin"],
     "swinir": ["SwinIR"],
     "vit": ["ViT"],
+    "yolo1": ["YOLOv1"],
     "yolo7": ["YOLOv7"],
     "yolo9": ["YOLOv9"],
     "yolo9_e2e": ["YOLOv9 end-to-end"],

@@ -30,6 +30,10 @@ class DepthFamily(Family):
     DEFAULT_IMGSZ: ClassVar[int] = 518
     STRIDE: ClassVar[int] = 14
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("ssi",)
+    # what the maps are: "disparity" (relative inverse depth, larger = nearer; Depth Anything V2) or
+    # "depth" (larger = farther; Depth Anything 3). The loss trains that quantity and the validation
+    # scores ``1 / depth`` for a depth family (see libreyolo.tasks.depth)
+    PREDICTS: ClassVar[str] = "disparity"
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("depth",)
     # the ViT encoders resample their position embedding for the traced token grid, a constant of the
     # exported graph: an export serves the size it was made for
@@ -67,7 +71,8 @@ def _normalise(x: Tensor, valid: Tensor) -> Tensor:
 
 
 class SSILoss:
-    """Scale-and-shift-invariant loss on disparity (Ranftl et al., MiDaS; used by Depth Anything).
+    """Scale-and-shift-invariant loss on disparity (Ranftl et al., MiDaS; used by Depth Anything),
+    or on depth itself with ``target="depth"`` (a family whose maps are depth).
 
     ``criterion(preds, batch) -> (loss, items)``: preds Tensor[B, 1, h, w] (resized bilinearly to
     the target when sizes differ); ``batch["depth"]`` Tensor[B, H, W] float depth, ``<= 0`` where a
@@ -84,8 +89,11 @@ class SSILoss:
         0.0
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, target: str = "disparity") -> None:
+        if target not in ("disparity", "depth"):
+            raise ValueError(f"SSILoss target={target!r}; use 'disparity' or 'depth'")
         self.hyp: dict[str, float] = {}
+        self.target = target
 
     def __call__(self, preds: Any, batch: dict[str, Any]) -> tuple[Tensor, Tensor]:
         pred = preds[0] if isinstance(preds, (list, tuple)) else preds
@@ -95,7 +103,10 @@ class SSILoss:
         b = depth.shape[0]
         p, d = pred.float().reshape(b, -1), depth.reshape(b, -1)
         valid = (d > 0) & torch.isfinite(d)
-        disp = torch.where(valid, 1.0 / torch.where(valid, d, 1.0), 0.0)
+        if self.target == "depth":
+            disp = torch.where(valid, d, 0.0)
+        else:
+            disp = torch.where(valid, 1.0 / torch.where(valid, d, 1.0), 0.0)
         err = ((_normalise(p, valid) - _normalise(disp, valid)).abs() * valid).sum(1)
         n = valid.sum(1)
         per_image = err / n.clamp(min=1)

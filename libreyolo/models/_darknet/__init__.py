@@ -1,3 +1,3 @@
-"""Code the Darknet lineage of anchor-based detectors shares (yolo3, yolo4): Darknet blocks and
-backbones, the anchor head, its decode and postprocess, the anchor-based loss, the family base
-and the Darknet ``.weights`` reader."""
+"""Code the Darknet lineage shares (yolo2, yolo3, yolo4; yolo1 uses the conv, the ``[local]``
+layer and the ``.weights`` layout): Darknet blocks and backbones, the anchor head, its decode and
+postprocess, the anchor-based loss, the family base and the Darknet ``.weights`` reader."""

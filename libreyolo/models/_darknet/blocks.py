@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from ...layers.conv import ConvBNAct
+from .local import LocallyConnected2d
 
 Act = Literal["leaky", "mish"]
 DARKNET_BN_EPS = 1e-5  # Darknet normalises with a small epsilon (1e-5 here; see the README)
@@ -195,16 +196,19 @@ def conv_set(c_in: int, c: int, n: int = 5, *, act: Act = "leaky") -> nn.Sequent
     return nn.Sequential(*layers)
 
 
-def darknet_convs(order: Sequence[nn.Module]) -> list[tuple[nn.Conv2d, nn.BatchNorm2d | None]]:
-    """The (conv, BatchNorm or None) pairs of ``order`` (modules in Darknet cfg order), expanding
+def darknet_convs(order: Sequence[nn.Module]) -> list[tuple[nn.Module, nn.BatchNorm2d | None]]:
+    """The (layer, BatchNorm or None) pairs of ``order`` (modules in Darknet cfg order), expanding
     every container in registration order: :class:`ConvBNAct` gives ``(conv, bn)``, a bare
-    ``nn.Conv2d`` (an output conv with bias) gives ``(conv, None)``."""
-    out: list[tuple[nn.Conv2d, nn.BatchNorm2d | None]] = []
+    ``nn.Conv2d`` (an output conv with bias), ``nn.Linear`` (a ``[connected]`` layer) or
+    :class:`~.local.LocallyConnected2d` (a ``[local]`` layer) gives ``(layer, None)``."""
+    out: list[tuple[nn.Module, nn.BatchNorm2d | None]] = []
     for mod in order:
         for m in mod.modules():
             if isinstance(m, ConvBNAct):
                 out.append((m.conv, m.bn))
             elif isinstance(m, nn.Conv2d) and not _inside_convbnact(mod, m):
+                out.append((m, None))
+            elif isinstance(m, (nn.Linear, LocallyConnected2d)):  # [connected], [local] (YOLOv1): bias, weights
                 out.append((m, None))
     return out
 

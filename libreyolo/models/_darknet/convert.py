@@ -3,8 +3,11 @@
 The file is a header then one flat float32 array: per ``[convolutional]`` layer of the ``.cfg``,
 in layer order, either (with ``batch_normalize=1``) the BatchNorm shift ``beta``, scale ``gamma``,
 running mean and running variance (``n`` each) followed by the kernel ``n * c * k * k``, or (the
-output convs) the conv bias then the kernel. Nothing names the tensors: the layout is the
-network's, so a net lists its convs in cfg order (``net.darknet_order()``, expanded by
+output convs) the conv bias then the kernel. A ``[connected]`` layer (YOLOv1) stores its bias
+(``outputs``) then its ``outputs x inputs`` matrix (row-major: PyTorch's ``nn.Linear`` layout); a
+``[local]`` layer its bias (one per output element) then one kernel block per output location
+(:mod:`.local`). Nothing names the tensors: the layout is the network's, so a net lists its
+layers in cfg order (``net.darknet_order()``, expanded by
 :func:`~libreyolo.models._darknet.blocks.darknet_convs`).
 
 Header: int32 major, minor, revision, then the number of images seen as uint64 when
@@ -26,19 +29,18 @@ from .blocks import darknet_convs
 FLAT_KEY = "darknet.weights"  # the one tensor a read .weights file holds (ForeignWeights.state_dict)
 
 
-def layout(net: nn.Module) -> list[tuple[str, str | None, tuple[int, ...]]]:
-    """Per conv in cfg order: (conv module name, BatchNorm module name or None, kernel shape)."""
+def layout(net: nn.Module) -> list[tuple[str, str | None, tuple[int, ...], int]]:
+    """Per layer in cfg order: (layer module name, BatchNorm module name or None, weight shape,
+    values before the weight: ``4 n`` BatchNorm terms, or the bias size)."""
     names = {id(m): n for n, m in net.named_modules()}
-    return [(names[id(c)], names[id(b)] if b is not None else None, tuple(c.weight.shape))
+    return [(names[id(c)], names[id(b)] if b is not None else None, tuple(c.weight.shape),
+             4 * int(c.weight.shape[0]) if b is not None else int(c.bias.numel()))
             for c, b in darknet_convs(net.darknet_order())]
 
 
 def float_count(net: nn.Module) -> int:
     """How many float32 values a ``.weights`` file of ``net`` holds after its header."""
-    n = 0
-    for _, bn, shape in layout(net):
-        n += int(np.prod(shape)) + (4 if bn else 1) * shape[0]
-    return n
+    return sum(int(np.prod(shape)) + pre for _, _, shape, pre in layout(net))
 
 
 def read_weights(path: str | Path) -> tuple[tuple[int, int, int, int], np.ndarray]:
@@ -71,13 +73,12 @@ def unpack(flat: np.ndarray | Tensor, net: nn.Module, own: Mapping[str, Tensor])
         pos += n
         return t
 
-    for conv, bn, shape in layout(net):
-        n = shape[0]
+    for conv, bn, shape, pre in layout(net):
         if bn is not None:
             for key in ("bias", "weight", "running_mean", "running_var"):  # Darknet's order: beta, gamma, mean, var
-                sd[f"{bn}.{key}"] = take(n).clone()
+                sd[f"{bn}.{key}"] = take(shape[0]).clone()
         else:
-            sd[f"{conv}.bias"] = take(n).clone()
+            sd[f"{conv}.bias"] = take(pre).view(own[f"{conv}.bias"].shape).clone()
         sd[f"{conv}.weight"] = take(int(np.prod(shape))).view(shape).clone()
     return sd
 
@@ -86,7 +87,7 @@ def pack(net: nn.Module) -> np.ndarray:
     """The flat float32 values of ``net`` in ``.weights`` order (the inverse of :func:`unpack`)."""
     mods = dict(net.named_modules())
     parts: list[np.ndarray] = []
-    for conv, bn, _ in layout(net):
+    for conv, bn, _, _ in layout(net):
         c = mods[conv]
         if bn is not None:
             b = mods[bn]
@@ -112,7 +113,7 @@ def plausible(flat: np.ndarray, net: nn.Module, *, n_layers: int = 12) -> bool:
     the first output conv (whose size depends on the class count), fall on non-negative values
     of ``flat`` (tells apart layouts with equal value counts)."""
     pos = 0
-    for i, (_, bn, shape) in enumerate(layout(net)):
+    for i, (_, bn, shape, _) in enumerate(layout(net)):
         if bn is None or i >= n_layers:
             break
         n = shape[0]

@@ -25,6 +25,7 @@ embedding is resampled).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -60,14 +61,17 @@ class ViTSpec:
     pool: str = "token"
 
 
-def resample_pos_embed(pos: Tensor, grid: tuple[int, int], *, trained: tuple[int, int], prefix: int = 1) -> Tensor:
+def resample_pos_embed(pos: Tensor, grid: tuple[int, int], *, trained: tuple[int, int], prefix: int = 1,
+                       offset: float = 0.0) -> Tensor:
     """Position embedding ``pos`` (1, prefix + th*tw, D), trained on the token grid ``trained`` =
     (th, tw), for the token grid ``grid`` = (gh, gw).
 
     The first ``prefix`` rows (the class token's) are kept; the grid part is resampled with
     bicubic interpolation (``align_corners=False``, no antialiasing, so that ONNX keeps a plain
     ``Resize``). For the trained grid ``pos`` itself is returned. Grids are static Python ints
-    (the shape of the traced or captured input), never tensors.
+    (the shape of the traced or captured input), never tensors. With ``offset`` > 0 the resampling
+    is given as the scale factors ``(g + offset) / t`` instead of the output size (the DINOv2
+    reference's form, whose source coordinates follow those factors; Depth Anything 3 uses 0.1).
 
     Example:
         >>> pos = torch.zeros(1, 1 + 14 * 14, 8)
@@ -80,7 +84,11 @@ def resample_pos_embed(pos: Tensor, grid: tuple[int, int], *, trained: tuple[int
     head, body = pos[:, :prefix], pos[:, prefix:]
     d = body.shape[-1]
     body = body.reshape(1, th, tw, d).permute(0, 3, 1, 2).float()
-    body = F.interpolate(body, size=tuple(grid), mode="bicubic", align_corners=False)
+    if offset > 0:
+        scale = ((grid[0] + offset) / th, (grid[1] + offset) / tw)
+        body = F.interpolate(body, scale_factor=scale, mode="bicubic", align_corners=False)
+    else:
+        body = F.interpolate(body, size=tuple(grid), mode="bicubic", align_corners=False)
     body = body.permute(0, 2, 3, 1).reshape(1, grid[0] * grid[1], d).to(pos.dtype)
     return torch.cat([head, body], dim=1)
 
@@ -114,21 +122,23 @@ class Block(nn.Module):
     """Pre-norm transformer block: ``x + dp(ls1(attn(norm1(x))))`` then ``x + dp(ls2(mlp(norm2(x))))``;
     ``ls1``/``ls2`` are :class:`LayerScale` when ``layer_scale`` > 0, else identities (no tensors).
     ``ln_eps`` and the MLP activation ``act`` (default exact GELU) are the towers' knobs (CLIP: 1e-5
-    and QuickGELU; SigLIP: tanh GELU)."""
+    and QuickGELU; SigLIP: tanh GELU). ``qk_norm`` and the ``rope`` of ``forward`` are the attention's options
+    (:class:`~libreyolo.layers.attention.Attention`; Depth Anything 3's later blocks use both)."""
 
     def __init__(self, dim: int, heads: int, mlp_ratio: float, *, drop_path: float, fused_attn: bool,
-                 layer_scale: float = 0.0, ln_eps: float = LN_EPS, act: nn.Module | None = None) -> None:
+                 layer_scale: float = 0.0, ln_eps: float = LN_EPS, act: nn.Module | None = None,
+                 qk_norm: bool = False) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=ln_eps)
-        self.attn = Attention(dim, num_heads=heads, qkv_bias=True, fused_attn=fused_attn)
+        self.attn = Attention(dim, num_heads=heads, qkv_bias=True, fused_attn=fused_attn, qk_norm=qk_norm)
         self.ls1 = LayerScale(dim, layer_scale) if layer_scale > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=ln_eps)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), act)
         self.ls2 = LayerScale(dim, layer_scale) if layer_scale > 0 else nn.Identity()
         self.drop_path = StochasticDepth(drop_path, "row") if drop_path > 0 else nn.Identity()
 
-    def forward(self, x: Tensor) -> Tensor:
-        x = x + self.drop_path(self.ls1(self.attn(self.norm1(x))))
+    def forward(self, x: Tensor, rope: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+        x = x + self.drop_path(self.ls1(self.attn(self.norm1(x), rope=rope)))
         return x + self.drop_path(self.ls2(self.mlp(self.norm2(x))))
 
 

@@ -16,7 +16,8 @@ float >= 0 (larger = nearer, as the published relative models), in train and eva
 2. run the DINOv2 blocks (:class:`libreyolo.models._vit.net.Block`, LayerScale, fused-attention
    flag of SPEC K-9) and keep the patch tokens after blocks 3, 6, 9, 12, each through the final
    LayerNorm, as four (B, D, h, w) maps on the token grid (h, w) = (H/14, W/14);
-3. reassemble: a 1x1 projection to the neck width, then a resize to 4x (transposed conv 4/4),
+3. the DPT neck (:class:`libreyolo.models._dpt.neck.Neck`) -- reassemble: a 1x1 projection to the
+   neck width, then a resize to 4x (transposed conv 4/4),
    2x (transposed conv 2/2), 1x, 1/2x (3x3 conv, stride 2); a 3x3 conv (no bias) to the fusion
    width;
 4. fuse from the coarsest map up: ``x = rcu2(x + rcu1(skip))`` (the coarsest has no ``x`` yet),
@@ -38,9 +39,8 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...layers.classify import IMAGENET_MEAN, IMAGENET_STD
+from .._dpt.neck import Neck
 from .._vit.net import LN_EPS, Block, PatchEmbed, ViTSpec, resample_pos_embed
-
-FACTORS = (4, 2, 1, 0.5)  # the reassemble resize of each tapped block, finest first
 
 
 @dataclass(frozen=True)
@@ -99,73 +99,6 @@ class Encoder(nn.Module):
                 p = self.norm(t)[:, 1:]
                 maps.append(p.transpose(1, 2).reshape(p.shape[0], p.shape[2], gh, gw))
         return maps
-
-
-class Reassemble(nn.Module):
-    """(B, D, h, w) -> (B, c, f*h, f*w): 1x1 projection, then the resize of factor ``f``."""
-
-    def __init__(self, dim: int, c: int, factor: float) -> None:
-        super().__init__()
-        self.proj = nn.Conv2d(dim, c, 1)
-        if factor > 1:
-            self.resize: nn.Module = nn.ConvTranspose2d(c, c, int(factor), stride=int(factor))
-        elif factor == 1:
-            self.resize = nn.Identity()
-        else:
-            self.resize = nn.Conv2d(c, c, 3, stride=int(round(1 / factor)), padding=1)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.resize(self.proj(x))
-
-
-class ResidualConvUnit(nn.Module):
-    """``x + conv2(relu(conv1(relu(x))))``, 3x3 convolutions with bias (pre-activation)."""
-
-    def __init__(self, c: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, c, 3, padding=1)
-        self.conv2 = nn.Conv2d(c, c, 3, padding=1)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x + self.conv2(F.relu(self.conv1(F.relu(x))))
-
-
-class Fusion(nn.Module):
-    """One fusion step: ``rcu2(x + rcu1(skip))`` (``rcu2(skip)`` for the first), upsampled, projected."""
-
-    def __init__(self, c: int, *, first: bool) -> None:
-        super().__init__()
-        self.res1 = None if first else ResidualConvUnit(c)
-        self.res2 = ResidualConvUnit(c)
-        self.proj = nn.Conv2d(c, c, 1)
-
-    def forward(self, skip: Tensor, x: Tensor | None, size: tuple[int, int] | None) -> Tensor:
-        y = skip if x is None or self.res1 is None else x + self.res1(skip)
-        y = self.res2(y)
-        if size is None:
-            y = F.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=True)
-        else:
-            y = F.interpolate(y, size=size, mode="bilinear", align_corners=True)
-        return self.proj(y)
-
-
-class Neck(nn.Module):
-    """Four encoder maps -> the finest fused map (B, fusion, 8h, 8w)."""
-
-    def __init__(self, dim: int, widths: tuple[int, ...], fusion: int) -> None:
-        super().__init__()
-        self.reassemble = nn.ModuleList(Reassemble(dim, c, f) for c, f in zip(widths, FACTORS, strict=True))
-        self.convs = nn.ModuleList(nn.Conv2d(c, fusion, 3, padding=1, bias=False) for c in widths)
-        self.fusion = nn.ModuleList(Fusion(fusion, first=i == 0) for i in range(len(widths)))
-
-    def forward(self, maps: list[Tensor]) -> Tensor:
-        feats = [conv(r(m)) for m, r, conv in zip(maps, self.reassemble, self.convs, strict=True)][::-1]
-        x: Tensor | None = None
-        for i, (f, layer) in enumerate(zip(feats, self.fusion, strict=True)):
-            size = (int(feats[i + 1].shape[2]), int(feats[i + 1].shape[3])) if i + 1 < len(feats) else None
-            x = layer(f, x, size)
-        assert x is not None
-        return x
 
 
 class DepthHead(nn.Module):

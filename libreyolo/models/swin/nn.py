@@ -42,6 +42,8 @@ from ...layers.classify import ImageClassifier
 from ...layers.window_attention import (  # noqa: F401 - re-exported: the blocks Swin is made of
     LN_EPS,
     MASK,
+    PatchEmbed,
+    PatchMerging,
     RelativePositionBias,
     SwinBlock,
     partition,
@@ -74,21 +76,6 @@ SPECS: dict[str, SwinSpec] = {
 }
 
 
-class PatchMerging(nn.Module):
-    """(B, h, w, C) -> (B, h/2, w/2, 2C): each 2x2 group concatenated in the order (0,0), (1,0),
-    (0,1), (1,1) (row, column offsets), LayerNorm over 4C, a bias-free linear map to 2C."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.norm = nn.LayerNorm(4 * dim, eps=LN_EPS)
-        self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
-
-    def forward(self, x: Tensor) -> Tensor:
-        h, w, c = int(x.shape[1]), int(x.shape[2]), int(x.shape[3])
-        x = x.view(-1, h // 2, 2, w // 2, 2, c).permute(0, 1, 3, 4, 2, 5).reshape(-1, h // 2, w // 2, 4 * c)
-        return self.reduction(self.norm(x))
-
-
 class SwinStage(nn.Module):
     """Optional patch merging, then blocks alternating plain and shifted windows. The padding, shift
     and masks are worked out once per forward from the token grid (module docstring)."""
@@ -113,18 +100,6 @@ class SwinStage(nn.Module):
             s = shift if i % 2 else (0, 0)
             x = block(x, padded=padded, shift=s, mask=masks[i % 2])
         return x
-
-
-class PatchEmbed(nn.Module):
-    """``patch x patch`` strided convolution and LayerNorm: (B, 3, H, W) -> (B, H/p, W/p, D)."""
-
-    def __init__(self, dim: int, patch: int) -> None:
-        super().__init__()
-        self.proj = nn.Conv2d(3, dim, kernel_size=patch, stride=patch)
-        self.norm = nn.LayerNorm(dim, eps=LN_EPS)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.norm(self.proj(x).permute(0, 2, 3, 1))
 
 
 class SwinTransformer(nn.Module):

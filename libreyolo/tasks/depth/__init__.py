@@ -89,7 +89,12 @@ class DepthTask(Task):
 
     # ------------------------------------------------------------------ validation
     def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> list[Tensor]:
-        return model.postprocess(raw, conf=conf, iou=iou, classes=None, max_det=max_det, agnostic=False)
+        """The maps the scorer aligns in disparity: a family that predicts depth (``PREDICTS ==
+        "depth"``) is scored on ``1 / depth`` (a positive scale of depth is a scale of disparity)."""
+        maps = model.postprocess(raw, conf=conf, iou=iou, classes=None, max_det=max_det, agnostic=False)
+        if getattr(model, "PREDICTS", "disparity") == "depth":
+            maps = [1.0 / m.float().clamp(min=1e-6) for m in maps]
+        return maps
 
     def scorer(self, names: dict[int, str]) -> Any:
         from .scoring import DepthScorer

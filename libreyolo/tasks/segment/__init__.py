@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from ...errors import ConfigError
 from ...ops.boxes import scale_boxes
 from ..base import Task
 from .masks import to_original
@@ -73,7 +72,8 @@ class SegmentTask(Task):
     def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool = False,
                 train_cfg: Any = None) -> Any:
         """A :class:`~libreyolo.data.segment.SegmentDataset`; the training split takes the trainer's
-        mosaic, scale (``1 +- scale``), flip and colour augmentation (no mixup / affine for this task)."""
+        mosaic, mixup, scale (``1 +- scale``), affine (degrees, translate, shear, perspective), flip and
+        colour augmentation; ``single_cls`` and ``rect`` (both splits)."""
         from ...data.segment import SegmentDataset
         from ...errors import DatasetError
 
@@ -82,17 +82,16 @@ class SegmentTask(Task):
                                "polygon label files (labels/<split>/<image>.txt, 'cls x1 y1 x2 y2 ...')")
         options: dict[str, Any] = {}
         if augment and train_cfg is not None:
-            options = {k: getattr(train_cfg, k) for k in ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mosaic")
+            options = {k: getattr(train_cfg, k) for k in ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mosaic",
+                                                          "mixup", "degrees", "translate", "shear", "perspective")
                        if hasattr(train_cfg, k)}
             if hasattr(train_cfg, "scale"):
                 options["scale"] = (max(0.1, 1.0 - float(train_cfg.scale)), 1.0 + float(train_cfg.scale))
+        if train_cfg is not None and getattr(train_cfg, "single_cls", False):
+            options["single_cls"] = True
+        if train_cfg is not None and getattr(train_cfg, "rect", False):  # aspect-sorted, rectangular items
+            options["rect"] = True
         return SegmentDataset(files, imgsz=imgsz, nc=config.nc, augment=augment, prefix=f"{split}: ", **options)
-
-    def check_train_options(self, cfg: Any) -> None:
-        if getattr(cfg, "rect", False):
-            raise ConfigError("rect=True is for detection datasets; a segmentation model trains on square items")
-        if cfg.single_cls:
-            raise ConfigError("single_cls=True is not supported for segmentation yet; relabel the dataset instead")
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``project`` defaults to runs/segment."""

@@ -131,3 +131,21 @@ def test_validate_result_names_what_is_wrong(tmp_path: Path, breakage, expected:
     breakage(doc)
     problems = validate_result(doc)
     assert problems and any(expected in p for p in problems), problems
+
+
+def test_owed_keeps_entries_without_committed_results():
+    entries = {"done": {**ENTRIES["bench_a"], "results": ["benchmarks/results/a.json"]},
+               "owed": {**ENTRIES["bench_b"], "results": []}, "unlisted": dict(ENTRIES["bench_a"])}
+    assert run.select(entries, [], owed=True) == ["owed", "unlisted"]
+    assert run.select(entries, ["done", "owed"]) == ["done", "owed"]
+
+
+def test_budget_skips_entries_whose_limit_no_longer_fits(tmp_path: Path):
+    entries = {"quick": {**ENTRIES["bench_a"], "timeout_s": 5}, "long": {**ENTRIES["bench_a"], "timeout_s": 600}}
+    summary = run.Summary(tmp_path / "summary.json", commit="abc", names=list(entries))
+    run.run_all(list(entries), entries, log_dir=tmp_path, env={"PATH": ""}, gpus=None, summary=summary,
+                budget=run.Budget(60))
+    recs = {r["name"]: r for r in json.loads((tmp_path / "summary.json").read_text())["entries"]}
+    assert recs["quick"]["rc"] == 0 and not recs["quick"].get("skipped")
+    assert recs["long"]["skipped"] is True and recs["long"]["rc"] is None and "budget" in recs["long"]["error"]
+    assert not (tmp_path / "long.log").exists()  # never started

@@ -266,7 +266,8 @@ def test_every_family_passes_torch_export(name: str, fam: type, portable) -> Non
 
     torch.manual_seed(0)
     model = Model(fam(size=fam.SIZES[0], nc=3))
-    cfg = ExportConfig.from_overrides({"format": "executorch", "imgsz": 64}, default_imgsz=64)
+    s = -(-64 // model.stride) * model.stride  # 64 px, or a fixed-input family's own size (yolo1: 448)
+    cfg = ExportConfig.from_overrides({"format": "executorch", "imgsz": s}, default_imgsz=s)
     graph, x, _ = build_export_graph(model.family, cfg)
     ep, ref = export_program(graph, x, model=model.family)
     probe = torch.rand_like(x)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from libreyolo import LibreYOLO
+from libreyolo.errors import ExportError
 from libreyolo.model import Model
 from libreyolo.registry import families
 
@@ -42,6 +43,11 @@ def test_raw_outputs_through_torchscript_and_openvino(name: str, fam: type, tmp_
     else:
         formats.append("openvino")
     s = -(-64 // model.stride) * model.stride  # 64 px, or the next multiple of a stride that does not divide it
+    for fmt, why in dict(getattr(fam, "EXPORT_REFUSALS", {})).items():  # a converter without an operator it needs
+        with pytest.raises(ExportError, match=f"cannot export to {fmt}"):
+            model.export(format=fmt, imgsz=s, file=str(tmp_path / fmt))
+        assert why.strip()
+        formats = [f for f in formats if f != fmt]
     loaded = {f: LibreYOLO(model.export(format=f, imgsz=s, file=str(tmp_path / f))) for f in formats}
     x = torch.rand(1, 3, s, s)
     model.fuse()

@@ -43,11 +43,12 @@ def portable(monkeypatch: pytest.MonkeyPatch):
 def test_decode_and_nms_inside_onnx_match_pytorch(name: str, fam: type, tmp_path: Path, portable) -> None:
     torch.manual_seed(0)
     model = Model(fam(size=fam.SIZES[0], nc=3))
-    dec = LibreYOLO(model.export(format="onnx", imgsz=SIZE, decode=True, dynamic=True,
+    s = -(-SIZE // model.stride) * model.stride  # 64 px, or a fixed-input family's own size (yolo1: 448)
+    dec = LibreYOLO(model.export(format="onnx", imgsz=s, decode=True, dynamic=True,
                                      file=str(tmp_path / "d.onnx")))
-    nms = LibreYOLO(model.export(format="onnx", imgsz=SIZE, nms=True, conf=0.0, max_det=50,
+    nms = LibreYOLO(model.export(format="onnx", imgsz=s, nms=True, conf=0.0, max_det=50,
                                      file=str(tmp_path / "n.onnx")))
-    x = torch.rand(2, 3, SIZE, SIZE)
+    x = torch.rand(2, 3, s, s)
     model.fuse()
     with torch.no_grad():
         ref = model.decode(model.eager_forward(x))
@@ -70,11 +71,12 @@ def test_decode_inside_openvino_and_nms_inside_torchscript_match_pytorch(name: s
     pytest.importorskip("openvino", reason="installed by the README test command (the openvino extra)")
     torch.manual_seed(0)
     model = Model(fam(size=fam.SIZES[0], nc=3))
-    ov_dec = LibreYOLO(model.export(format="openvino", imgsz=SIZE, decode=True, dynamic=True,
+    s = -(-SIZE // model.stride) * model.stride  # 64 px, or a fixed-input family's own size (yolo1: 448)
+    ov_dec = LibreYOLO(model.export(format="openvino", imgsz=s, decode=True, dynamic=True,
                                         file=str(tmp_path / "d")))
-    ts_nms = LibreYOLO(model.export(format="torchscript", imgsz=SIZE, nms=True, conf=0.0, max_det=50,
+    ts_nms = LibreYOLO(model.export(format="torchscript", imgsz=s, nms=True, conf=0.0, max_det=50,
                                         dynamic=True, file=str(tmp_path / "n")))
-    x = torch.rand(2, 3, SIZE, SIZE)
+    x = torch.rand(2, 3, s, s)
     model.fuse()
     with torch.no_grad():
         ref = model.decode(model.eager_forward(x))

@@ -210,7 +210,7 @@ def test_ddp_two_cpu_processes_resume_rank0_outputs(tiny_shapes, tmp_path, monke
 
     Checks: both ranks end with byte-identical weights equal to the saved last.pt; rank 0 alone
     wrote the run directory (no second run dir, no stray files); the result comes back to the
-    calling process; cuda_graph=True logs exactly one 'training eager' line naming DDP.
+    calling process; cuda_graph=True logs exactly one 'training eager' line (here: the CPU device).
     """
     for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(k, raising=False)
@@ -244,9 +244,41 @@ def test_ddp_two_cpu_processes_resume_rank0_outputs(tiny_shapes, tmp_path, monke
     assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == [
         "args.yaml", "results.csv", "weights", "weights/best.pt", "weights/last.pt"]
     assert [r["epoch"] for r in _rows(run)] == ["1", "2"]
-    assert log.count("training eager: distributed training (DDP) is not captured") == 1, log[-3000:]
+    assert log.count("training eager: device is cpu, CUDA graphs need a CUDA device") == 1, log[-3000:]
     assert "[rank1] INFO" not in log
     best = read_checkpoint(result["best"])
     assert model.nc == 6 and not model.net.training
     sd = model.net.state_dict()
     assert all(torch.equal(sd[k], v) for k, v in best["model"].items())
+
+
+def test_ddp_captured_step_path_reduces_gradients_like_ddp(tiny_shapes, tmp_path, monkeypatch):
+    """The DDP path of a captured training step, on two gloo processes.
+
+    Under DDP a captured step's forward runs the local network, not the DDP wrapper, so DDP's
+    gradient hooks never fire and the trainer all-reduces the gradients itself
+    (``Distributed.reduce_gradients``). ``LIBREYOLO_TRAIN_CAPTURE_DRYRUN=1`` sends a CPU run down
+    that same path without capturing. With accumulation (total batch 4 = 2 per rank, nbs 8: two
+    micro-batches per optimiser step, two steps), the replicas must agree (the trainer raises if
+    their parameters differ, which is what happens when the bypassed gradients are not reduced)
+    and equal a DDP-eager run's parameters bit for bit (world size 2: DDP's 1/2 scaling is exact).
+    """
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    results = {}
+    for mode in ("eager", "captured"):
+        monkeypatch.setenv("LIBREYOLO_TRAIN_CAPTURE_DRYRUN", "1" if mode == "captured" else "0")
+        over = tiny_overrides(tiny_shapes, tmp_path / mode, epochs=2, batch=4, nbs=8, plots=False,
+                              cuda_graph=mode == "captured")
+        torch.manual_seed(0)  # the same initial weights in both runs (train's seed comes after the build)
+        results[mode] = Model(YOLO9(size="t", nc=6)).train(world_size=2, **over)
+    eager, captured = results["eager"], results["captured"]
+    info = captured["cuda_graph"]
+    assert info["enabled"] and info["failed"] is None and info["graphs"] == []
+    assert info["eager_steps"] == 4  # every training batch went through the capture path
+    assert len(captured["rank_digests"]) == 2 and len(set(captured["rank_digests"])) == 1
+    assert captured["rank_digests"] == eager["rank_digests"]
+    torch.manual_seed(0)
+    start = state_digest(dict(Model(YOLO9(size="t", nc=6)).net.named_parameters()))
+    assert captured["rank_digests"][0] != start  # the optimiser did step

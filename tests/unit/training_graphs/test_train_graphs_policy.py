@@ -131,7 +131,34 @@ def test_unsupported_reason_rules() -> None:
         TRAIN_CUDA_GRAPH_REASON = ""
 
     assert "CUDA" in tg.unsupported_reason(Fam(), device=torch.device("cpu"), distributed=False)
-    assert "distributed" in tg.unsupported_reason(Fam(), device=torch.device("cuda", 0), distributed=True)
+    # DDP is captured (the local network; gradients all-reduced outside the graphs) ...
+    plain = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
+    assert tg.unsupported_reason(Fam(), device=torch.device("cuda", 0), distributed=True, net=plain) is None
+    # ... except with SyncBatchNorm, whose forward is a collective
+    synced = nn.Sequential(nn.Conv2d(3, 4, 3), nn.SyncBatchNorm(4))
+    why = tg.unsupported_reason(Fam(), device=torch.device("cuda", 0), distributed=True, net=synced)
+    assert why is not None and "SyncBatchNorm" in why and "sync_bn=False" in why
+    assert tg.unsupported_reason(Fam(), device=torch.device("cuda", 0), distributed=False, net=synced) is None
     assert tg.unsupported_reason(Fam(), device=torch.device("cuda", 0), distributed=False) is None
     Fam.SUPPORTS_TRAIN_CUDA_GRAPH = False
     assert "demo" in tg.unsupported_reason(Fam(), device=torch.device("cpu"), distributed=False)
+
+
+def test_dry_run_takes_the_capture_path_on_cpu_but_never_captures(monkeypatch) -> None:
+    """LIBREYOLO_TRAIN_CAPTURE_DRYRUN=1: a CPU run is capture-eligible, and TrainGraphs runs every
+    batch eager on the bare network (repeated shapes included) without touching CUDA."""
+    class Fam:
+        FAMILY = "demo"
+        SUPPORTS_TRAIN_CUDA_GRAPH = True
+        TRAIN_CUDA_GRAPH_REASON = ""
+
+    monkeypatch.setenv("LIBREYOLO_TRAIN_CAPTURE_DRYRUN", "1")
+    assert tg.unsupported_reason(Fam(), device=torch.device("cpu"), distributed=True) is None
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).train()
+    g = tg.TrainGraphs(net, requested=True, amp_dtype=None, reason=None)
+    x = torch.rand(2, 3, 8, 8)
+    for _ in range(tg.REPEATS_BEFORE_CAPTURE + 2):
+        assert torch.equal(g.forward(x), net(x))
+    assert not g.live and g.eager_steps == tg.REPEATS_BEFORE_CAPTURE + 2 and g.failed is None
+    monkeypatch.setenv("LIBREYOLO_TRAIN_CAPTURE_DRYRUN", "0")
+    assert "CUDA" in tg.unsupported_reason(Fam(), device=torch.device("cpu"), distributed=False)

@@ -1,0 +1,83 @@
+"""YOLOv1 (yolo1) on CUDA, as tests/gpu/test_classics_gpu.py for the anchor classics: the prepared
+network and network + captured decode replay bitwise (fp32, fp16) at the fixed 448 input, the
+criterion equals its CPU result, AMP steps stay finite.
+
+Run on a GPU machine: ``python -m pytest tests/gpu/test_yolo1_gpu.py -q``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from libreyolo.graphs.parity import calibrate_norm_stats, check_prepared_parity
+from libreyolo.model import Model
+from libreyolo.models.yolo1.family import YOLO1
+
+pytestmark = pytest.mark.cuda
+IMGSZ = 448  # the family's only input size
+
+
+def _batch(b: int, nc: int, device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    idx, cls, boxes = [], [], []
+    for i in range(b):
+        n = 0 if i == b - 1 else int(torch.randint(1, 9, (1,), generator=g))  # last image: no boxes
+        wh = torch.rand(n, 2, generator=g) * 0.4 + 0.03
+        c = torch.rand(n, 2, generator=g) * (1 - wh) + wh / 2
+        idx.append(torch.full((n,), i))
+        cls.append(torch.randint(0, nc, (n,), generator=g))
+        boxes.append(torch.cat((c, wh), 1))
+    return {"img": torch.rand(b, 3, IMGSZ, IMGSZ, generator=g).to(device),
+            "batch_idx": torch.cat(idx).to(device), "cls": torch.cat(cls).to(device),
+            "bboxes": torch.cat(boxes).to(device)}
+
+
+@pytest.mark.parametrize("size", YOLO1.SIZES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_prepared_graph_and_decode_replay_bitwise(size: str, dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    model = Model(YOLO1(size=size, nc=20))
+    model.to("cuda")
+    calibrate_norm_stats(model.net, seed=0, imgsz=IMGSZ)
+    row = check_prepared_parity(model, shape=(1, 3, IMGSZ, IMGSZ), dtype=dtype)
+    assert row["result"] == "pass", row
+    assert row["decode"]["result"] == "pass", row["decode"]
+
+
+@pytest.mark.parametrize("size", YOLO1.SIZES)
+def test_criterion_on_cuda_matches_cpu(size: str) -> None:
+    torch.manual_seed(0)
+    model = Model(YOLO1(size=size, nc=5))
+    net = model.net.cuda().train()
+    batch = _batch(4, 5, torch.device("cuda"))
+    with torch.no_grad():
+        raw = net(batch["img"])
+    crit = model.build_criterion()
+    loss_g, items_g = crit(raw, batch)
+    loss_c, items_c = crit(raw.cpu(), {k: v.cpu() for k, v in batch.items()})
+    torch.testing.assert_close(items_g.cpu(), items_c, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(loss_g.cpu(), loss_c, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", YOLO1.SIZES)
+def test_amp_train_steps_finite(size: str) -> None:
+    torch.manual_seed(0)
+    model = Model(YOLO1(size=size, nc=6))
+    net = model.net.cuda().train()
+    crit = model.build_criterion()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-4, momentum=0.9)
+    scaler = torch.amp.GradScaler("cuda")
+    batch = _batch(4, 6, torch.device("cuda"))
+    losses = []
+    for _ in range(4):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            raw = net(batch["img"])
+        loss, items = crit(raw, batch)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        assert torch.isfinite(items).all()
+        losses.append(float(loss.detach()))
+    assert losses[-1] < losses[0]
