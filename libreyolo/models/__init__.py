@@ -45,6 +45,7 @@ from .yolonas_pose.family import YOLONASPose
 from .yolox.family import YOLOX
 from .sam.family import SAM
 from .mobilesam.family import MobileSAM
+from .ppocr.family import PPOCR
 
 register_family(YOLO9)
 register_family(YOLO9P2)
@@ -89,3 +90,4 @@ register_family(YOLO4)
 register_family(YOLO2)
 register_family(YOLO1)
 register_family(BiRefNet)
+register_family(PPOCR)

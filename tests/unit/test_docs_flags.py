@@ -57,6 +57,7 @@ ALIASES = {
     "nafnet": ["NAFNet"],
     "picodet": ["PicoDet"],
     "pidnet": ["PIDNet"],
+    "ppocr": ["PP-OCR", "PP-OCRv4"],
     "resnet": ["ResNet"],
     "rtdetr": ["RT-DETR"],
     "rtdetrv2": ["RT-DETRv2"],

@@ -65,7 +65,10 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.tasks.matte.metrics", "libreyolo.tasks.matte.scoring", "libreyolo.engine.matte_io",
            "libreyolo.data.matte", "libreyolo.data.shapes_matte", "libreyolo.models._base.matte",
            "libreyolo.models.birefnet.nn", "libreyolo.models.birefnet.convert", "libreyolo.layers.deform_conv",
-           "libreyolo.data.maps", "libreyolo.tasks.base", "libreyolo.models._base.convert_rules")
+           "libreyolo.data.maps", "libreyolo.tasks.base", "libreyolo.models._base.convert_rules",
+           "libreyolo.tasks.ocr.scoring", "libreyolo.engine.ocr_io",
+           "libreyolo.data.ocr", "libreyolo.data.shapes_ocr", "libreyolo.models.ppocr.postprocess",
+           "libreyolo.models.ppocr.loss", "libreyolo.models.ppocr.charset", "libreyolo.models.ppocr.nn")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 
