@@ -1,0 +1,72 @@
+"""Hugging Face ``transformers`` DEIMv2 weights (``Deimv2ForObjectDetection``, ``model_type``
+``deimv2``) onto :class:`~.deimv2_net.Deimv2Detector` (the HGNetv2 sizes with the lite encoder).
+
+Renames (``model.`` prefix dropped): the backbone ``conv_encoder.model.`` is read as D-FINE's
+``backbone.model.`` (then :func:`~.hf_convert.rename_dfine_key`); the lite encoder keeps
+transformers' module names (``input_proj``, ``down_conv1/2``, ``bi_fusion_conv``, ``fpn_block`` /
+``pan_block`` with ``conv1``, ``csp_rep1/2``, ``conv2``, ``bottlenecks``) with ``norm`` -> ``bn``;
+decoder layers: ``encoder_attn_layer_norm`` -> ``norm2``, the SwiGLU ``mlp.{gate,up,down}_proj``
+as they are, the rest as D-FINE. The constants ``reg_scale``, ``up`` and ``num_points_scale`` and
+the top-level ``class_embed`` / ``bbox_embed`` aliases are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from torch import Tensor
+
+from ...errors import CheckpointError
+from .._base.convert_rules import fit, rename_all
+from .hf_convert import _merge_qkv, rename_dfine_key
+
+
+def rename_deimv2_key(key: str) -> str | None:
+    """Our name for one ``transformers`` DEIMv2 key, ``None`` for its constants.
+
+    Example:
+        >>> rename_deimv2_key("model.encoder.fpn_block.csp_rep1.bottlenecks.0.conv1.norm.weight")
+        'encoder.fpn_block.csp_rep1.bottlenecks.0.conv1.bn.weight'
+        >>> rename_deimv2_key("model.decoder.layers.2.encoder_attn_layer_norm.weight")
+        'decoder.layers.2.norm2.weight'
+    """
+    k = key[len("model."):] if key.startswith("model.") else key
+    if k.startswith("encoder."):
+        return k.replace(".norm.", ".bn.")
+    if k.startswith("conv_encoder.") and not k.startswith("conv_encoder.model."):
+        raise CheckpointError(f"reference key {key!r}: only the HGNetv2 lite-encoder DEIMv2 sizes convert.")
+    k = re.sub(r"^conv_encoder\.model\.", "backbone.model.", k)
+    k = re.sub(r"^(decoder\.layers\.\d+)\.encoder_attn_layer_norm\.", r"\1.norm2.", k)
+    return rename_dfine_key(k)
+
+
+def convert_deimv2_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *,
+                              arch: str = "") -> dict[str, Tensor]:
+    """transformers DEIMv2 state dict -> ours (first misfit named)."""
+    model_only = {k: v for k, v in src.items() if k.startswith("model.")}
+    renamed = rename_all(model_only, rename_deimv2_key)
+    merged = _merge_qkv({new: v for new, (_, v) in renamed.items()})
+    return fit({k: (k, v) for k, v in merged.items()}, own)
+
+
+def match_deimv2(fw: object) -> tuple[str, int] | None:
+    """``(size, nc)`` for a transformers DEIMv2 checkpoint: decoder width and the width of the
+    backbone's last stage, looked up in the DEIMv2 size table."""
+    from .deimv2_variants import VARIANTS
+
+    if str(getattr(fw, "arch", "")).lower() != "deimv2":
+        return None
+    sd: Mapping[str, Tensor] = getattr(fw, "state_dict", {})
+    if "model.encoder.bi_fusion_conv.conv.weight" not in sd:
+        raise CheckpointError("this DEIMv2 has no lite encoder (sizes pico, n and the DINOv3 sizes are not built); "
+                              f"sizes: {', '.join(VARIANTS)}.")
+    hidden = int(sd["model.enc_score_head.weight"].shape[1])
+    c_in = int(sd["model.encoder.input_proj.0.conv.weight"].shape[1])
+    from .hgnetv2 import HGNETV2_ARCH
+
+    for size, v in VARIANTS.items():
+        if v.net.hidden == hidden and HGNETV2_ARCH[v.net.backbone][1][v.net.return_idx[-1]].c_out == c_in:
+            return size, int(sd["model.enc_score_head.weight"].shape[0])
+    raise CheckpointError(f"this DEIMv2 (hidden {hidden}, backbone width {c_in}) matches none of the sizes "
+                          f"{', '.join(VARIANTS)}.")
