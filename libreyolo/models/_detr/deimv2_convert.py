@@ -6,7 +6,8 @@ Renames (``model.`` prefix dropped): the backbone ``conv_encoder.model.`` is rea
 transformers' module names (``input_proj``, ``down_conv1/2``, ``bi_fusion_conv``, ``fpn_block`` /
 ``pan_block`` with ``conv1``, ``csp_rep1/2``, ``conv2``, ``bottlenecks``) with ``norm`` -> ``bn``;
 decoder layers: ``encoder_attn_layer_norm`` -> ``norm2``, the SwiGLU ``mlp.{gate,up,down}_proj``
-as they are, the rest as D-FINE. The constants ``reg_scale``, ``up`` and ``num_points_scale`` and
+as they are, the rest as D-FINE; a box head shared by all layers is read from whichever layer's
+copy the file holds. The constants ``reg_scale``, ``up`` and ``num_points_scale`` and
 the top-level ``class_embed`` / ``bbox_embed`` aliases are dropped.
 """
 
@@ -47,7 +48,21 @@ def convert_deimv2_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tenso
     model_only = {k: v for k, v in src.items() if k.startswith("model.")}
     renamed = rename_all(model_only, rename_deimv2_key)
     merged = _merge_qkv({new: v for new, (_, v) in renamed.items()})
+    _fill_shared_box_head(merged, own)
     return fit({k: (k, v) for k, v in merged.items()}, own)
+
+
+def _fill_shared_box_head(sd: dict[str, Tensor], own: Mapping[str, Tensor]) -> None:
+    """The shared box head (``share_bbox_head``) is saved once, under any one layer's index
+    (``save_pretrained`` keeps one of the tied copies): give every layer's name that tensor."""
+    pat = re.compile(r"^decoder\.dec_bbox_head\.(\d+)\.(.+)$")
+    saved: dict[str, Tensor] = {}
+    for k, v in sd.items():
+        if m := pat.match(k):
+            saved.setdefault(m[2], v)
+    for k in own:
+        if (m := pat.match(k)) and k not in sd and m[2] in saved:
+            sd[k] = saved[m[2]]
 
 
 def match_deimv2(fw: object) -> tuple[str, int] | None:

@@ -22,8 +22,11 @@ class RTDETRv4(FDRFamily):
     SIZES: ClassVar[tuple[str, ...]] = tuple(RTDETRV4_VARIANTS)
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("mal", "l1", "giou", "fgl", "ddf")
 
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False  # no GPU parity rows yet (manifest: parity_predict_rtdetrv4)
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False  # no GPU parity rows yet (manifest: parity_train_rtdetrv4)
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
+    CUDA_GRAPH_REASON: ClassVar[str] = ("no GPU parity run yet (benchmarks/manifest.yaml: parity_predict_rtdetrv4); "
+                                        "the seam is D-FINE's (backbone+encoder, decoder)")
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
+    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no GPU training-capture parity run yet (manifest: parity_train_rtdetrv4)"
 
     # Reference recipe (rtv4_hgnetv2_s_coco.yml: AdamW lr 4e-4, backbone 2e-4, weight decay 1e-4), fp32.
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
