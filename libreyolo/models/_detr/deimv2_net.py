@@ -222,6 +222,13 @@ class Deimv2Detector(DFineDetector):
         self.encoder = LiteEncoder(in_channels=self.backbone.out_channels, hidden=cfg.hidden,
                                    expansion=cfg.expansion, depth_mult=cfg.depth_mult, trailing=cfg.trailing_conv)
         self.decoder = Deimv2Decoder(nc=nc, cfg=cfg, num_levels=2)
+        # He init (fan-out) of the convolutions: with PyTorch's default init the activations of the
+        # untrained net shrink ~10x per stage, and with no attention encoder to renormalise them
+        # (D-FINE's AIFI does) every token reaches the decoder near-equal, so the top-k query
+        # selection is decided by rounding. The reference starts from a pretrained backbone.
+        for m in (*self.backbone.modules(), *self.encoder.modules()):
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
 
 __all__ = ["Deimv2NetConfig", "Deimv2Detector", "Deimv2Decoder", "LiteEncoder", "RMSNorm", "SwiGLU"]
