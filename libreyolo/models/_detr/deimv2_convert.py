@@ -74,7 +74,7 @@ def match_deimv2(fw: object) -> tuple[str, int] | None:
         return None
     sd: Mapping[str, Tensor] = getattr(fw, "state_dict", {})
     if "model.encoder.bi_fusion_conv.conv.weight" not in sd:
-        raise CheckpointError("this DEIMv2 has no lite encoder (sizes pico, n and the DINOv3 sizes are not built); "
+        raise CheckpointError("this DEIMv2 has no lite encoder (size n and the DINOv3 sizes are not built); "
                               f"sizes: {', '.join(VARIANTS)}.")
     hidden = int(sd["model.enc_score_head.weight"].shape[1])
     c_in = int(sd["model.encoder.input_proj.0.conv.weight"].shape[1])

@@ -7,9 +7,11 @@ Intellindust-AI-Lab/DEIMv2:
   strides (16, 32), 100 queries, shared box head, no gate. Evaluated at 320 px.
 * femto: HGNetv2-Femto stage 2 (512 channels), hidden 96, FFN 256, 150 queries; otherwise as
   atto. Evaluated at 416 px.
+* pico: HGNetv2-Pico stage 2 (512 channels, two blocks), hidden 112, FFN 320, 200 queries.
+  Evaluated at 640 px.
 
 ``paper_params_m``: the README's parameter count (millions, rounded to 0.1 M at 80 classes).
-Larger sizes (pico: HGNetv2-Pico; n: the hybrid encoder; s and up: DINOv3 with the spatial
+Larger sizes (n: the hybrid encoder; s and up: DINOv3 with the spatial
 tuning adapter) are not built.
 """
 
@@ -33,4 +35,6 @@ VARIANTS: dict[str, Deimv2Variant] = {
         backbone="Atto", hidden=64, dec_ffn=160, num_queries=100)),
     "femto": Deimv2Variant(size="femto", paper_params_m=1.0, imgsz=416, net=Deimv2NetConfig(
         backbone="Femto", hidden=96, dec_ffn=256, num_queries=150)),
+    "pico": Deimv2Variant(size="pico", paper_params_m=1.5, imgsz=640, net=Deimv2NetConfig(
+        backbone="Pico", hidden=112, dec_ffn=320, num_queries=200)),
 }

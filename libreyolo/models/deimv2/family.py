@@ -1,4 +1,4 @@
-"""DEIMv2 detection family: sizes atto, femto (weights ``LibreDEIMv2<size>.pt``)."""
+"""DEIMv2 detection family: sizes atto, femto, pico (weights ``LibreDEIMv2<size>.pt``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """DEIMv2 against Hugging Face ``transformers`` (issue 24): ``Deimv2ForObjectDetection`` built from
-configs matching our atto and femto (three-stage HGNetv2, lite encoder, RMSNorm / SwiGLU decoder,
+configs matching our atto, femto and pico (three-stage HGNetv2, lite encoder, RMSNorm / SwiGLU decoder,
 shared box head, no gate), random init with a fixed seed, random BatchNorm statistics and random
 values for the zero-initialised head layers; converted, both run in eval mode on the same image;
 logits and boxes compared per query after pairing the queries up (see test_dfine_transformers.py).
@@ -41,12 +41,12 @@ def _config(size: str):
     from transformers import Deimv2Config, HGNetV2Config
 
     c3, k3 = (256, 3) if size == "atto" else (512, 5)
-    hidden, ffn = (64, 160) if size == "atto" else (96, 256)
+    hidden, ffn = {"atto": (64, 160), "femto": (96, 256), "pico": (112, 320)}[size]
     backbone = HGNetV2Config(
         stem_channels=[3, 16, 16], stage_in_channels=[16, 64, 256], stage_mid_channels=[16, 32, 64],
-        stage_out_channels=[64, 256, c3], stage_num_blocks=[1, 1, 1], stage_downsample=[False, True, True],
+        stage_out_channels=[64, 256, c3], stage_num_blocks=[1, 1, 2 if size == "pico" else 1], stage_downsample=[False, True, True],
         stage_light_block=[False, False, True], stage_kernel_size=[3, 3, k3], stage_numb_of_layers=[3, 3, 3],
-        use_learnable_affine_block=True, out_features=["stage3"], hidden_sizes=[64, 256, c3], depths=[1, 1, 1])
+        use_learnable_affine_block=True, out_features=["stage3"], hidden_sizes=[64, 256, c3], depths=[1, 1, 2 if size == "pico" else 1])
     return Deimv2Config(num_labels=80, backbone_config=backbone, encoder_type="lite", encoder_in_channels=[c3],
                         feat_strides=[16], encoder_hidden_dim=hidden, hidden_expansion=0.34, depth_mult=0.5,
                         d_model=hidden, decoder_in_channels=[hidden, hidden], decoder_ffn_dim=ffn,
@@ -72,7 +72,7 @@ def _fw(ref) -> ForeignWeights:
     return ForeignWeights(source="transformers", arch="deimv2", state_dict=ref.state_dict(), path="<memory>")
 
 
-@pytest.mark.parametrize("size", ["atto", "femto"])
+@pytest.mark.parametrize("size", ["atto", "femto", "pico"])
 def test_outputs_equal_transformers(size: str) -> None:
     ref = _reference(size)
     model = convert_foreign(_fw(ref))
