@@ -10,7 +10,7 @@ import torch
 pytestmark = pytest.mark.cuda
 
 IMGSZ, BATCH = 320, 2
-SIZES = [("deimv2", "atto"), ("deimv2", "femto"), ("deimv2", "pico"), ("rtdetrv4", "s"), ("rtdetrv4", "m")]
+SIZES = [("deimv2", "atto"), ("deimv2", "femto"), ("deimv2", "pico"), ("deimv2", "n"), ("rtdetrv4", "s"), ("rtdetrv4", "m")]
 
 
 @pytest.fixture(autouse=True)

@@ -1,10 +1,13 @@
 """Hugging Face ``transformers`` DEIMv2 weights (``Deimv2ForObjectDetection``, ``model_type``
-``deimv2``) onto :class:`~.deimv2_net.Deimv2Detector` (the HGNetv2 sizes with the lite encoder).
+``deimv2``) onto :class:`~.deimv2_net.Deimv2Detector` (the HGNetv2 sizes: lite encoder, and n's
+hybrid encoder).
 
 Renames (``model.`` prefix dropped): the backbone ``conv_encoder.model.`` is read as D-FINE's
-``backbone.model.`` (then :func:`~.hf_convert.rename_dfine_key`); the lite encoder keeps
-transformers' module names (``input_proj``, ``down_conv1/2``, ``bi_fusion_conv``, ``fpn_block`` /
-``pan_block`` with ``conv1``, ``csp_rep1/2``, ``conv2``, ``bottlenecks``) with ``norm`` -> ``bn``;
+``backbone.model.`` (then :func:`~.hf_convert.rename_dfine_key`); the lite encoder and the
+ELAN blocks keep transformers' module names (``input_proj``, ``down_conv1/2``, ``bi_fusion_conv``,
+``fpn_block(s)`` / ``pan_block(s)`` with ``conv1``, ``csp_rep1/2``, ``conv2``, ``bottlenecks``) with
+``norm`` -> ``bn``; n's ``conv_encoder.encoder_input_proj`` is the encoder's ``input_proj``, its AIFI,
+lateral and SCDown convs are read as D-FINE's;
 decoder layers: ``encoder_attn_layer_norm`` -> ``norm2``, the SwiGLU ``mlp.{gate,up,down}_proj``
 as they are, the rest as D-FINE; a box head shared by all layers is read from whichever layer's
 copy the file holds. The constants ``reg_scale``, ``up`` and ``num_points_scale`` and
@@ -22,6 +25,8 @@ from ...errors import CheckpointError
 from .._base.convert_rules import fit, rename_all
 from .hf_convert import _merge_qkv, rename_dfine_key
 
+_OWN_ENCODER = r"^encoder\.(input_proj|down_conv[12]|bi_fusion_conv|fpn_blocks?|pan_blocks?)\."
+
 
 def rename_deimv2_key(key: str) -> str | None:
     """Our name for one ``transformers`` DEIMv2 key, ``None`` for its constants.
@@ -33,10 +38,12 @@ def rename_deimv2_key(key: str) -> str | None:
         'decoder.layers.2.norm2.weight'
     """
     k = key[len("model."):] if key.startswith("model.") else key
-    if k.startswith("encoder."):
+    if re.match(_OWN_ENCODER, k):  # the lite encoder and the ELAN blocks keep transformers' names
         return k.replace(".norm.", ".bn.")
+    if m := re.match(r"^conv_encoder\.encoder_input_proj\.(\d+)\.(conv|norm)\.(.*)$", k):  # hybrid (n)
+        return f"encoder.input_proj.{m[1]}.{0 if m[2] == 'conv' else 1}.{m[3]}"
     if k.startswith("conv_encoder.") and not k.startswith("conv_encoder.model."):
-        raise CheckpointError(f"reference key {key!r}: only the HGNetv2 lite-encoder DEIMv2 sizes convert.")
+        raise CheckpointError(f"reference key {key!r}: only the HGNetv2 DEIMv2 sizes convert (not DINOv3's).")
     k = re.sub(r"^conv_encoder\.model\.", "backbone.model.", k)
     k = re.sub(r"^(decoder\.layers\.\d+)\.encoder_attn_layer_norm\.", r"\1.norm2.", k)
     return rename_dfine_key(k)
@@ -67,21 +74,24 @@ def _fill_shared_box_head(sd: dict[str, Tensor], own: Mapping[str, Tensor]) -> N
 
 def match_deimv2(fw: object) -> tuple[str, int] | None:
     """``(size, nc)`` for a transformers DEIMv2 checkpoint: decoder width and the width of the
-    backbone's last stage, looked up in the DEIMv2 size table."""
+    backbone's first returned stage and the encoder kind, looked up in the DEIMv2 size table."""
     from .deimv2_variants import VARIANTS
 
     if str(getattr(fw, "arch", "")).lower() != "deimv2":
         return None
     sd: Mapping[str, Tensor] = getattr(fw, "state_dict", {})
-    if "model.encoder.bi_fusion_conv.conv.weight" not in sd:
-        raise CheckpointError("this DEIMv2 has no lite encoder (size n and the DINOv3 sizes are not built); "
+    if "model.conv_encoder.spatial_tuning_adapter.stem_conv.conv.weight" in sd:
+        raise CheckpointError("this DEIMv2 has a DINOv3 backbone (sizes s..x are not built); "
                               f"sizes: {', '.join(VARIANTS)}.")
     hidden = int(sd["model.enc_score_head.weight"].shape[1])
-    c_in = int(sd["model.encoder.input_proj.0.conv.weight"].shape[1])
+    lite = "model.encoder.bi_fusion_conv.conv.weight" in sd
+    proj = "model.encoder.input_proj.0.conv.weight" if lite else "model.conv_encoder.encoder_input_proj.0.conv.weight"
+    c_in = int(sd[proj].shape[1])
     from .hgnetv2 import HGNETV2_ARCH
 
     for size, v in VARIANTS.items():
-        if v.net.hidden == hidden and HGNETV2_ARCH[v.net.backbone][1][v.net.return_idx[-1]].c_out == c_in:
+        first = HGNETV2_ARCH[v.net.backbone][1][v.net.return_idx[0]].c_out
+        if v.net.hidden == hidden and (v.net.encoder == "lite") == lite and first == c_in:
             return size, int(sd["model.enc_score_head.weight"].shape[0])
     raise CheckpointError(f"this DEIMv2 (hidden {hidden}, backbone width {c_in}) matches none of the sizes "
                           f"{', '.join(VARIANTS)}.")

@@ -1,4 +1,4 @@
-"""DEIMv2 detector (HGNetv2 small sizes): three-stage HGNetv2 -> lite encoder -> DEIMv2 FDR decoder.
+"""DEIMv2 detector (HGNetv2 sizes): HGNetv2 -> lite (or, for n, hybrid) encoder -> DEIMv2 FDR decoder.
 
 Per the DEIMv2 paper / reference configs (``configs/deimv2/deimv2_hgnetv2_{atto,femto}_coco.yml``),
 on top of the D-FINE pieces of this package:
@@ -7,6 +7,8 @@ on top of the D-FINE pieces of this package:
   BN), a second, stride-32 level is made from it by a 3x3 average pool (stride 2) and a 1x1 conv,
   that level gets a global-average "GAP fusion" (``conv(x + mean(x))``); one top-down and one
   bottom-up step fuse the two levels by **sums** through :class:`ELANBlock` (no attention encoder).
+* **Hybrid encoder** (n, :class:`Deimv2HybridEncoder`): D-FINE's with the fusion blocks replaced
+  by :class:`ELANBlock` on sums.
 * **Decoder layers** (:class:`Deimv2DecoderLayer`): RMSNorm instead of LayerNorm, a SwiGLU FFN of
   width ``ffn // 2``, and for these sizes no gate (``use_gateway: False``: residual + RMSNorm after
   the cross-attention); one box head shared by every layer (``share_bbox_head``); the query
@@ -33,6 +35,7 @@ from ...layers.msda import MSDeformAttn
 from .common import MLP, PosAttention, conv_norm, rep_vgg
 from .dfine_decoder import DFineDecoder, Gate
 from .dfine_net import DFineDetector
+from .elan_encoder import ELANHybridEncoder
 from .hgnetv2 import HGNetv2
 
 
@@ -42,6 +45,8 @@ class Deimv2NetConfig:
 
     backbone: str = "Atto"
     return_idx: tuple[int, ...] = (2,)
+    encoder: str = "lite"  # "lite" (atto / femto / pico) or "hybrid" (n: AIFI + sum-fused ELAN CCFF)
+    enc_ffn: int = 512  # hybrid: the AIFI FFN
     hidden: int = 64
     expansion: float = 0.34
     depth_mult: float = 0.5
@@ -208,6 +213,24 @@ class LiteEncoder(nn.Module):
         return [fine, coarse]
 
 
+class Deimv2HybridEncoder(ELANHybridEncoder):
+    """DEIMv2-N's encoder: D-FINE's (input projections, AIFI on the last level, lateral 1x1 convs,
+    SCDown), with :class:`ELANBlock` fusion blocks on **sums** of the two levels instead of
+    concatenations."""
+
+    def __init__(self, *, in_channels: Sequence[int], hidden: int, ffn: int, num_heads: int, expansion: float,
+                 depth_mult: float, trailing: bool = True) -> None:
+        super().__init__(in_channels=in_channels, hidden=hidden, num_heads=num_heads, ffn=ffn, expansion=expansion,
+                         depth_mult=depth_mult)
+        c4, n, levels = round(expansion * hidden // 2), round(3 * depth_mult), len(in_channels)
+        self.fpn_blocks = nn.ModuleList(ELANBlock(hidden, c4, n=n, trailing=trailing) for _ in range(levels - 1))
+        self.pan_blocks = nn.ModuleList(ELANBlock(hidden, c4, n=n, trailing=trailing) for _ in range(levels - 1))
+
+    @staticmethod
+    def merge_levels(a: Tensor, b: Tensor) -> Tensor:
+        return a + b
+
+
 class Deimv2Detector(DFineDetector):
     """Three-stage HGNetv2 + :class:`LiteEncoder` + :class:`Deimv2Decoder`, with
     :class:`~.dfine_net.DFineDetector`'s forward contract (``encode`` / ``decode`` / ``trunk``)."""
@@ -217,11 +240,18 @@ class Deimv2Detector(DFineDetector):
         self.nc = nc
         self.cfg = cfg  # type: ignore[assignment]
         self.backbone = HGNetv2(name=cfg.backbone, return_idx=cfg.return_idx, use_lab=True)
-        s = self.backbone.out_strides[-1]
-        self.strides = (s, 2 * s)
-        self.encoder = LiteEncoder(in_channels=self.backbone.out_channels, hidden=cfg.hidden,
-                                   expansion=cfg.expansion, depth_mult=cfg.depth_mult, trailing=cfg.trailing_conv)
-        self.decoder = Deimv2Decoder(nc=nc, cfg=cfg, num_levels=2)
+        self.encoder: nn.Module
+        if cfg.encoder == "lite":
+            s = self.backbone.out_strides[-1]
+            self.strides = (s, 2 * s)
+            self.encoder = LiteEncoder(in_channels=self.backbone.out_channels, hidden=cfg.hidden,
+                                       expansion=cfg.expansion, depth_mult=cfg.depth_mult, trailing=cfg.trailing_conv)
+        else:
+            self.strides = self.backbone.out_strides
+            self.encoder = Deimv2HybridEncoder(in_channels=self.backbone.out_channels, hidden=cfg.hidden,
+                                               ffn=cfg.enc_ffn, num_heads=cfg.num_heads, expansion=cfg.expansion,
+                                               depth_mult=cfg.depth_mult, trailing=cfg.trailing_conv)
+        self.decoder = Deimv2Decoder(nc=nc, cfg=cfg, num_levels=len(self.strides))
         # He init (fan-out) of the convolutions: with PyTorch's default init the activations of the
         # untrained net shrink ~10x per stage, and with no attention encoder to renormalise them
         # (D-FINE's AIFI does) every token reaches the decoder near-equal, so the top-k query
@@ -231,4 +261,4 @@ class Deimv2Detector(DFineDetector):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
 
-__all__ = ["Deimv2NetConfig", "Deimv2Detector", "Deimv2Decoder", "LiteEncoder", "RMSNorm", "SwiGLU"]
+__all__ = ["Deimv2NetConfig", "Deimv2Detector", "Deimv2Decoder", "Deimv2HybridEncoder", "LiteEncoder", "RMSNorm", "SwiGLU"]

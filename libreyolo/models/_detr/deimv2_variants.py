@@ -9,9 +9,12 @@ Intellindust-AI-Lab/DEIMv2:
   atto. Evaluated at 416 px.
 * pico: HGNetv2-Pico stage 2 (512 channels, two blocks), hidden 112, FFN 320, 200 queries.
   Evaluated at 640 px.
+* n: HGNetv2-B0 stages 2-3 (strides 16, 32), hybrid encoder hidden 128 (AIFI FFN 512, expansion
+  0.34, depth_mult 0.5, sum fusion); decoder 3 layers, SwiGLU 512, points (6, 6), 300 queries, the
+  RMSNorm gate, one box head per layer. Evaluated at 640 px.
 
 ``paper_params_m``: the README's parameter count (millions, rounded to 0.1 M at 80 classes).
-Larger sizes (n: the hybrid encoder; s and up: DINOv3 with the spatial
+Larger sizes (s and up: DINOv3 with the spatial
 tuning adapter) are not built.
 """
 
@@ -37,4 +40,7 @@ VARIANTS: dict[str, Deimv2Variant] = {
         backbone="Femto", hidden=96, dec_ffn=256, num_queries=150)),
     "pico": Deimv2Variant(size="pico", paper_params_m=1.5, imgsz=640, net=Deimv2NetConfig(
         backbone="Pico", hidden=112, dec_ffn=320, num_queries=200)),
+    "n": Deimv2Variant(size="n", paper_params_m=3.6, imgsz=640, net=Deimv2NetConfig(
+        backbone="B0", return_idx=(2, 3), encoder="hybrid", enc_ffn=512, hidden=128, dec_ffn=512,
+        num_points=(6, 6), num_queries=300, use_gateway=True, share_bbox_head=False)),
 }

@@ -1,5 +1,5 @@
 """transformers ``Deimv2ForObjectDetection`` weights (``model_type`` ``deimv2``) onto our DEIMv2
-(atto, femto, pico). The key mapping lives with the network in :mod:`libreyolo.models._detr.deimv2_convert`."""
+(atto, femto, pico, n). The key mapping lives with the network in :mod:`libreyolo.models._detr.deimv2_convert`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DEIMv2 detection family: sizes atto, femto, pico (weights ``LibreDEIMv2<size>.pt``)."""
+"""DEIMv2 detection family: sizes atto, femto, pico, n (weights ``LibreDEIMv2<size>.pt``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from .._detr.family import FDRFamily
 
 
 class DEIMv2(FDRFamily):
-    """DEIMv2 (arXiv:2509.20787), HGNetv2 sizes: three-stage HGNetv2, lite encoder, FDR decoder
-    with RMSNorm / SwiGLU layers and a shared box head; DEIM's matching and MAL; no NMS. Trains in
+    """DEIMv2 (arXiv:2509.20787), HGNetv2 sizes: HGNetv2, lite encoder (atto / femto / pico) or
+    sum-fused hybrid encoder (n), FDR decoder with RMSNorm / SwiGLU layers; DEIM's matching and MAL; no NMS. Trains in
     full precision by default (``amp=False``)."""
 
     FAMILY: ClassVar[str] = "deimv2"

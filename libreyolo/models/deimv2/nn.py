@@ -8,7 +8,7 @@ from .._detr.deimv2_variants import VARIANTS
 
 
 def build_deimv2(*, size: str, nc: int) -> Deimv2Detector:
-    """The DEIMv2 network of ``size`` (atto, femto, pico).
+    """The DEIMv2 network of ``size`` (atto, femto, pico, n).
 
     Example:
         >>> net = build_deimv2(size="atto", nc=80)

@@ -1,7 +1,8 @@
 """DEIMv2 against Hugging Face ``transformers`` (issue 24): ``Deimv2ForObjectDetection`` built from
-configs matching our atto, femto and pico (three-stage HGNetv2, lite encoder, RMSNorm / SwiGLU decoder,
-shared box head, no gate), random init with a fixed seed, random BatchNorm statistics and random
-values for the zero-initialised head layers; converted, both run in eval mode on the same image;
+configs matching our atto, femto and pico (three-stage HGNetv2, lite encoder, RMSNorm / SwiGLU
+decoder, shared box head, no gate) and n (HGNetv2-B0, hybrid encoder with sum fusion, RMSNorm gate),
+random init with a fixed seed, random BatchNorm statistics and random values for the
+zero-initialised head layers; converted, both run in eval mode on the same image;
 logits and boxes compared per query after pairing the queries up (see test_dfine_transformers.py).
 
 transformers builds the LQE, query-position and box-head MLPs with ReLU where the reference
@@ -37,8 +38,27 @@ def _portable_attention(monkeypatch: pytest.MonkeyPatch):
     registry.clear_cache()
 
 
+def _config_n():
+    from transformers import Deimv2Config, HGNetV2Config
+
+    backbone = HGNetV2Config(
+        stem_channels=[3, 16, 16], stage_in_channels=[16, 64, 256, 512], stage_mid_channels=[16, 32, 64, 128],
+        stage_out_channels=[64, 256, 512, 1024], stage_num_blocks=[1, 1, 2, 1],
+        stage_downsample=[False, True, True, True], stage_light_block=[False, False, True, True],
+        stage_kernel_size=[3, 3, 5, 5], stage_numb_of_layers=[3, 3, 3, 3], use_learnable_affine_block=True,
+        out_features=["stage3", "stage4"], hidden_sizes=[64, 256, 512, 1024])
+    return Deimv2Config(num_labels=80, backbone_config=backbone, encoder_type="hybrid", encoder_in_channels=[512, 1024],
+                        feat_strides=[16, 32], encoder_hidden_dim=128, encode_proj_layers=[1], encoder_ffn_dim=512,
+                        hidden_expansion=0.34, depth_mult=0.5, d_model=128, decoder_in_channels=[128, 128],
+                        decoder_ffn_dim=512, num_feature_levels=2, decoder_n_points=[6, 6], decoder_layers=3,
+                        num_queries=TOKENS, use_gateway=True, share_bbox_head=False, encoder_has_trailing_conv=True)
+
+
 def _config(size: str):
     from transformers import Deimv2Config, HGNetV2Config
+
+    if size == "n":
+        return _config_n()
 
     c3, k3 = (256, 3) if size == "atto" else (512, 5)
     hidden, ffn = {"atto": (64, 160), "femto": (96, 256), "pico": (112, 320)}[size]
@@ -72,7 +92,7 @@ def _fw(ref) -> ForeignWeights:
     return ForeignWeights(source="transformers", arch="deimv2", state_dict=ref.state_dict(), path="<memory>")
 
 
-@pytest.mark.parametrize("size", ["atto", "femto", "pico"])
+@pytest.mark.parametrize("size", ["atto", "femto", "pico", "n"])
 def test_outputs_equal_transformers(size: str) -> None:
     ref = _reference(size)
     model = convert_foreign(_fw(ref))

@@ -1,4 +1,4 @@
-"""DEIMv2 (atto, femto, pico) and RT-DETRv4 (s, m) families, and DEIM's SiLU decoder: parameter counts,
+"""DEIMv2 (atto, femto, pico, n) and RT-DETRv4 (s, m) families, and DEIM's SiLU decoder: parameter counts,
 architecture facts, forward contract and seam, training steps, the user path (predict, train, val on
 the shapes data) and fusion (CPU, tiny inputs)."""
 
@@ -56,12 +56,13 @@ def _batch() -> dict[str, torch.Tensor]:
                 bboxes=torch.tensor([[0.3, 0.3, 0.3, 0.4], [0.7, 0.6, 0.2, 0.3], [0.5, 0.5, 0.5, 0.5]]))
 
 
-@pytest.mark.parametrize("family,size", [("deimv2", "atto"), ("deimv2", "femto"), ("deimv2", "pico"), ("rtdetrv4", "s"),
+@pytest.mark.parametrize("family,size", [("deimv2", "atto"), ("deimv2", "femto"), ("deimv2", "pico"), ("deimv2", "n"),
+                                         ("rtdetrv4", "s"),
                                          ("rtdetrv4", "m")])
 def test_parameter_count_matches_published(family: str, size: str) -> None:
     v = (V2 if family == "deimv2" else V4)[size]
     n = sum(p.numel() for p in FAMILIES[family].build_net(size=size, nc=80, task="detect").parameters())
-    if family == "deimv2":  # README 0.5 / 1.0 / 1.5 M: the deployed net (no denoising embedding) within 3 %
+    if family == "deimv2":  # README 0.5 / 1.0 / 1.5 / 3.6 M: the deployed net (no denoising embedding) within 3 %
         net = FAMILIES[family].build_net(size=size, nc=80, task="detect")
         deploy = n - net.decoder.denoising_class_embed.weight.numel()
         assert abs(deploy / 1e6 - v.paper_params_m) <= 0.03 * v.paper_params_m, deploy
@@ -81,6 +82,12 @@ def test_deimv2_architecture_facts() -> None:
     assert femto.decoder.layers[0].mlp.gate_proj.out_features == 128
     pico = DEIMv2.build_net(size="pico", nc=80, task="detect")
     assert len(pico.backbone.stages[2].blocks) == 2 and pico.decoder.num_queries == 200 and pico.decoder.hidden == 112
+    n = DEIMv2.build_net(size="n", nc=80, task="detect")
+    assert n.strides == (16, 32) and n.backbone.out_channels == (512, 1024) and n.decoder.num_queries == 300
+    assert n.encoder.merge_levels(torch.ones(1), torch.ones(1)).item() == 2.0  # sum fusion, not concatenation
+    assert isinstance(n.decoder.layers[0].gateway.norm, RMSNorm) and n.decoder.layers[0].norm2 is None
+    assert n.decoder.dec_bbox_head[0] is not n.decoder.dec_bbox_head[1]
+    assert n.encoder.fpn_blocks[0].conv2.conv.in_channels == 2 * 128 + 2 * 21
     assert layer.cross_attn.num_points_list == (4, 2) and len(atto.decoder.layers) == 3
     heads = atto.decoder.dec_bbox_head
     assert heads[0] is heads[1] is heads[2]
