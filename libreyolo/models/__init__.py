@@ -7,10 +7,12 @@ from .clip.family import CLIP
 from .convnext.family import ConvNeXt
 from .deformable_detr.family import DeformableDETR
 from .deim.family import DEIM
+from .deimv2.family import DEIMv2
 from .deit.family import DeiT
 from .depth_anything.family import DepthAnythingV2
 from .depth_anything3.family import DepthAnything3
 from .dfine.family import DFINE
+from .rtdetrv4.family import RTDETRv4
 from .dino_detr.family import DINODETR
 from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
@@ -58,6 +60,8 @@ register_family(RTDETR)
 register_family(RTDETRv2)
 register_family(DFINE)
 register_family(DEIM)
+register_family(DEIMv2)
+register_family(RTDETRv4)
 register_family(ResNet)
 register_family(ConvNeXt)
 register_family(MobileNetV4)

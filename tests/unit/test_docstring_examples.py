@@ -56,6 +56,7 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.yolo9_pose.postprocess", "libreyolo.models.yolo9_pose.loss",
            "libreyolo.models.yolo9_pose.convert",
            "libreyolo.models._gelan.pose", "libreyolo.models._yolonas.convert", "libreyolo.models._yolonas.variants",
+           "libreyolo.models.deimv2.nn", "libreyolo.models._detr.deimv2_convert", "libreyolo.models.rtdetrv4.nn",
            "libreyolo.models.yolonas_pose.nn", "libreyolo.models.yolonas_pose.postprocess",
            "libreyolo.models.yolonas_pose.family",
            "libreyolo.tasks.prompt", "libreyolo.tasks.prompt.scoring", "libreyolo.engine.prompts_io",

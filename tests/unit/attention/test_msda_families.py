@@ -26,6 +26,7 @@ FAKE = "fake-msda-counter"
 #   rtdetr / rtdetrv2 r18: 3 decoder layers, 4 points on each of 3 levels;
 #   dfine / deim n: 3 decoder layers, 6 points on each of 2 levels;
 #   dfine s: points (3, 6, 3) differ per level -> the portable path (K-8), no call;
+#   deimv2 atto: points (4, 2), rtdetrv4 s: points (3, 6, 3) -> the portable path, no call;
 #   deformable_detr r50, r50refine and r50twostage: 6 encoder + 6 decoder layers, 4 points on each of 4 levels
 #   (r50refine's decoder layers 2-6 sample around 4-d reference boxes: still the standard layout);
 #   dino_detr r50: 6 encoder + 6 decoder layers, 4 points on each of 4 levels (the training step adds
@@ -36,6 +37,8 @@ EXPECTED = {
     ("dfine", "n"): 3,
     ("dfine", "s"): 0,
     ("deim", "n"): 3,
+    ("deimv2", "atto"): 0,
+    ("rtdetrv4", "s"): 0,
     ("deformable_detr", "r50"): 12,
     ("deformable_detr", "r50refine"): 12,
     ("deformable_detr", "r50twostage"): 12,
