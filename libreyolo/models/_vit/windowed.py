@@ -31,6 +31,24 @@ from ...layers.classify import IMAGENET_MEAN, IMAGENET_STD
 from .net import LN_EPS, Block, PatchEmbed
 
 
+_AA: dict[tuple[int, int, str], Tensor] = {}
+
+
+def antialias_matrix(n_in: int, n_out: int, device: torch.device) -> Tensor:
+    """The (n_out, n_in) float32 weights of PyTorch's antialiased bicubic resampling along one axis
+    (``align_corners=False``), read off by resampling the unit vectors once on the CPU and kept per
+    device: a constant of the graph under tracing, ONNX export and CUDA-graph capture (where the
+    ``_upsample_bicubic2d_aa`` operator itself has no ONNX form)."""
+    key = (n_in, n_out, str(device))
+    if key not in _AA:
+        with torch.no_grad():
+            # a width of 4 kept at 4 (the identity; a width of 1 is a degenerate case of the kernel)
+            eye = torch.eye(n_in, dtype=torch.float32).reshape(1, n_in, n_in, 1).expand(1, n_in, n_in, 4)
+            cols = F.interpolate(eye.contiguous(), size=(n_out, 4), mode="bicubic", align_corners=False, antialias=True)
+        _AA[key] = cols[0, :, :, 0].t().contiguous().clone().to(device)
+    return _AA[key]
+
+
 class WindowedBlock(Block):
     """:class:`~libreyolo.models._vit.net.Block` whose attention is global over the ``windows``
     windows of an image (``window=False``) or within each window (``window=True``)."""
@@ -87,8 +105,14 @@ class WindowedViT(nn.Module):
         if (gh, gw) == (g, g):
             return body
         d = body.shape[-1]
+        if self.pos_antialias:  # separable: rows then columns, as two matrix products (ONNX-portable)
+            grid = body.reshape(g, g, d).float()
+            ah, aw = antialias_matrix(g, gh, body.device), antialias_matrix(g, gw, body.device)
+            out = torch.einsum("yi,ijd->yjd", ah, grid)
+            out = torch.einsum("xj,yjd->yxd", aw, out)
+            return out.reshape(1, gh * gw, d).to(body.dtype)
         img = body.reshape(1, g, g, d).permute(0, 3, 1, 2).float()
-        img = F.interpolate(img, size=(gh, gw), mode="bicubic", align_corners=False, antialias=self.pos_antialias)
+        img = F.interpolate(img, size=(gh, gw), mode="bicubic", align_corners=False)
         return img.permute(0, 2, 3, 1).reshape(1, gh * gw, d).to(body.dtype)
 
     def forward(self, x: Tensor) -> list[Tensor]:
