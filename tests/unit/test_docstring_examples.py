@@ -57,7 +57,7 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.yolonas_pose.nn", "libreyolo.models.yolonas_pose.postprocess",
            "libreyolo.models.yolonas_pose.family",
            "libreyolo.tasks.prompt", "libreyolo.tasks.prompt.scoring", "libreyolo.engine.prompts_io",
-           "libreyolo.models._sam.loss")
+           "libreyolo.models._sam.loss", "libreyolo.models._vit.windowed", "libreyolo.models._detr.lwdetr")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 

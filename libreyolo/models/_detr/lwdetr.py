@@ -61,7 +61,12 @@ class LWDecoderConfig:
 
 
 def refine_boxes(ref: Tensor, delta: Tensor) -> Tensor:
-    """``bbox_reparam``: (cx, cy, w, h) ``ref`` moved by ``delta``: ``cxcy + d_xy * wh``, ``wh * exp(d_wh)``."""
+    """``bbox_reparam``: (cx, cy, w, h) ``ref`` moved by ``delta``: ``cxcy + d_xy * wh``, ``wh * exp(d_wh)``.
+
+    Example:
+        >>> refine_boxes(torch.tensor([0.5, 0.5, 0.2, 0.4]), torch.tensor([1.0, 0.0, 0.0, 0.0])).tolist()
+        [0.699999988079071, 0.5, 0.20000000298023224, 0.4000000059604645]
+    """
     return torch.cat((delta[..., :2] * ref[..., 2:] + ref[..., :2], delta[..., 2:].exp() * ref[..., 2:]), -1)
 
 
@@ -158,6 +163,15 @@ class LWDecoder(nn.Module):
     forward(feats, dn=None): the projector's maps -> eval: (logits Tensor[B, Q, nc], boxes Tensor[B,
     Q, 4] normalised cxcywh), Q = min(num_queries, tokens); train: :class:`DecoderTrainOutput`
     with the groups folded into the batch (``G * B``, group-major). ``dn`` is unused (no denoising).
+
+    Example:
+        >>> dec = LWDecoder(nc=3, cfg=LWDecoderConfig(hidden=32, sa_heads=2, ca_heads=2, ffn=32, num_queries=5,
+        ...                                            groups=2)).eval()
+        >>> logits, boxes = dec([torch.rand(1, 32, 4, 4)])
+        >>> tuple(logits.shape), tuple(boxes.shape)
+        ((1, 5, 3), (1, 5, 4))
+        >>> tuple(dec.train()([torch.rand(1, 32, 4, 4)]).logits.shape)  # layers, groups x batch, queries, classes
+        (3, 2, 5, 3)
     """
 
     def __init__(self, *, nc: int, cfg: LWDecoderConfig) -> None:

@@ -30,7 +30,6 @@ from ...errors import ConfigError
 from ...layers.classify import IMAGENET_MEAN, IMAGENET_STD
 from .net import LN_EPS, Block, PatchEmbed
 
-
 _AA: dict[tuple[int, int, str], Tensor] = {}
 
 
@@ -70,7 +69,14 @@ class WindowedBlock(Block):
 
 class WindowedViT(nn.Module):
     """[0, 1] RGB Tensor[B, 3, H, W] (sides multiples of ``patch * windows``) -> one map
-    Tensor[B, dim, H/patch, W/patch] per ``out_blocks`` entry (0-indexed blocks; module docs)."""
+    Tensor[B, dim, H/patch, W/patch] per ``out_blocks`` entry (0-indexed blocks; module docs).
+
+    Example:
+        >>> vit = WindowedViT(dim=32, depth=3, heads=2, patch=16, pos_grid=4, windows=2, window_blocks=(0, 2),
+        ...                   out_blocks=(1, 2), cls_token=True, layer_scale=1.0, out_norm=True, pos_antialias=True)
+        >>> [tuple(m.shape) for m in vit(torch.rand(1, 3, 64, 96))]
+        [(1, 32, 4, 6), (1, 32, 4, 6)]
+    """
 
     def __init__(self, *, dim: int, depth: int, heads: int, patch: int, pos_grid: int, windows: int,
                  window_blocks: Sequence[int], out_blocks: Sequence[int], cls_token: bool, layer_scale: float,
