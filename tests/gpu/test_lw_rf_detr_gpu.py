@@ -18,6 +18,7 @@ import torch
 pytestmark = pytest.mark.cuda
 
 IMGSZ, BATCH = 320, 2  # a multiple of 64 (LW-DETR: 16 px patches x 4 windows) and of 32 (RF-DETR)
+IMGSZ_RF = 448  # a multiple of 32 and of 56 (RF-DETR base: 14 px patches x 4 windows)
 
 # (family, its class, its smallest size, its query count)
 FAMILIES = [("lw_detr", "LWDETR", "tiny", 100), ("rf_detr", "RFDETR", "nano", 300)]
@@ -41,7 +42,7 @@ def _family(name: str) -> type:
 
 
 @pytest.mark.parametrize("family,size", [("lw_detr", "tiny"), ("lw_detr", "small"), ("rf_detr", "nano"),
-                                         ("rf_detr", "small"), ("rf_detr", "medium")])
+                                         ("rf_detr", "small"), ("rf_detr", "medium"), ("rf_detr", "base")])
 @pytest.mark.parametrize("amp", [None, torch.float16], ids=["fp32", "fp16"])
 def test_predict_capture_is_bitwise(family: str, size: str, amp: torch.dtype | None) -> None:
     from benchmarks.bench_rtdetr import _probes
@@ -51,7 +52,7 @@ def test_predict_capture_is_bitwise(family: str, size: str, amp: torch.dtype | N
     torch.manual_seed(0)
     model = _family(family)(size=size, nc=80).to(dev)
     graphs = PredictGraphs(model, force=True)
-    for x in _probes(BATCH, IMGSZ, dev):  # two different distributions: catches a stale copy-in
+    for x in _probes(BATCH, IMGSZ_RF if family == "rf_detr" else IMGSZ, dev):  # two distributions: a stale copy-in
         eager = model.eager_forward(x, amp_dtype=amp)
         graph = graphs.run(x, policy=True, amp_dtype=amp)
         assert all(torch.equal(a, b) for a, b in zip(eager, graph, strict=True))

@@ -1,6 +1,6 @@
 """transformers ``RfDetrForObjectDetection`` weights (``model_type`` ``rf_detr``) onto our RF-DETR;
 the key mapping is :mod:`libreyolo.models._detr.lwdetr_convert`. The size follows the position grid
-and the decoder depth (24 / 2: nano, 32 / 3: small, 36 / 4: medium)."""
+and the decoder depth (24 / 2: nano, 32 / 3: small, 36 / 4: medium, 37 / 3: base)."""
 
 from __future__ import annotations
 

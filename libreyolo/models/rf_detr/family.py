@@ -1,4 +1,4 @@
-"""RF-DETR detection family: sizes nano, small and medium; weights ``LibreRFDETRnano.pt``."""
+"""RF-DETR detection family: sizes nano, small, medium and base; weights ``LibreRFDETRnano.pt``."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ class RFDETR(EncoderDecoderFamily):
 
     FAMILY: ClassVar[str] = "rf_detr"
     NAME_TOKEN: ClassVar[str] = "RFDETR"
-    SIZES: ClassVar[tuple[str, ...]] = ("nano", "small", "medium")
-    STRIDE: ClassVar[int] = 32  # 16 px patches x 2 windows per side
+    SIZES: ClassVar[tuple[str, ...]] = ("nano", "small", "medium", "base")
+    STRIDE: ClassVar[int] = 32  # 16 px patches x 2 windows per side (base: the ``stride`` property, 56)
     DEFAULT_IMGSZ: ClassVar[int] = 512  # small; nano 384, medium 576
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("focal", "l1", "giou")
 
@@ -36,6 +36,12 @@ class RFDETR(EncoderDecoderFamily):
         "optimizer": "AdamW", "lr0": 1e-4, "momentum": 0.9, "weight_decay": 1e-4, "mosaic": 0.0,
         "warmup_bias_lr": 0.0,
     }
+
+    @property
+    def stride(self) -> int:
+        """Input sides must be multiples of patch x windows per side: 32 (base: 14 x 4 = 56)."""
+        cfg = getattr(self.net, "cfg", None)
+        return int(cfg.patch * cfg.windows) if cfg is not None else self.STRIDE
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:

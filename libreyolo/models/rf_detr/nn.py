@@ -8,18 +8,19 @@ LayerNorm) are concatenated and projected by a C2f block with LayerNorm convolut
 stride-16 map, which the LW-DETR decoder reads (:mod:`libreyolo.models._detr.lwdetr`: two-stage
 Group-DETR selection of 300 queries, deformable cross-attention with 16 heads and 2 points).
 
-======  ==========  ========  ===========  =====================
-size    resolution  pos grid  dec layers   params (published)
-======  ==========  ========  ===========  =====================
-nano    384         24        2            30.5 M
-small   512         32        3            32.1 M
-medium  576         36        4            33.7 M
-======  ==========  ========  ===========  =====================
+======  ==========  =====  =======  ========  ===========  =====================
+size    resolution  patch  windows  pos grid  dec layers   params (published)
+======  ==========  =====  =======  ========  ===========  =====================
+nano    384         16     2 x 2    24        2            30.5 M
+small   512         16     2 x 2    32        3            32.1 M
+medium  576         16     2 x 2    36        4            33.7 M
+base    560         14     4 x 4    37        3            29 M (inference)
+======  ==========  =====  =======  ========  ===========  =====================
 
-Every size: output blocks 2, 5, 8, 11 (DINOv2 stages 3, 6, 9, 12), global attention in blocks 3, 6
-and 9 (the reference's rule: every block up to the last output stage that is not an output stage
-is windowed). Inputs: sides multiples of 32 (16 px patches x 2 windows). The 14 px-patch
-``base`` (560 px, 4 x 4 windows) is not built: its stride (56) is not the family's.
+nano / small / medium: output blocks 2, 5, 8, 11 (DINOv2 stages 3, 6, 9, 12), global attention in
+blocks 3, 6 and 9; base: output blocks 1, 4, 7, 10 (stages 2, 5, 8, 11), global attention in blocks
+2, 5, 8, 11 (the reference's rule: every block up to the last output stage that is not an output
+stage is windowed). Inputs: sides multiples of ``patch x windows`` (32; base 56).
 """
 
 from __future__ import annotations
@@ -71,9 +72,16 @@ def _size(pos: int, layers: int) -> RFDETRConfig:
     return RFDETRConfig(pos_grid=pos, decoder=LWDecoderConfig(dec_layers=layers, dropout=0.1))
 
 
-VARIANTS: dict[str, RFDETRConfig] = {"nano": _size(24, 2), "small": _size(32, 3), "medium": _size(36, 4)}
-RESOLUTION = {"nano": 384, "small": 512, "medium": 576}
-PUBLISHED_PARAMS_M = {"nano": 30.5, "small": 32.1, "medium": 33.7}  # rfdetr 1.x README
+VARIANTS: dict[str, RFDETRConfig] = {
+    "nano": _size(24, 2), "small": _size(32, 3), "medium": _size(36, 4),
+    # the first release's size: 14 px patches (DINOv2's own grid, 37 x 37 = 518 px), 4 x 4 windows
+    "base": RFDETRConfig(patch=14, pos_grid=37, windows=4, out_stages=(2, 5, 8, 11),
+                         decoder=LWDecoderConfig(dec_layers=3, dropout=0.1)),
+}
+RESOLUTION = {"nano": 384, "small": 512, "medium": 576, "base": 560}
+# rfdetr 1.x README (all parameters); base: the first release's README, 29 M, which matches the
+# inference parameters (query group 0 only; the 12 training-only groups add 3.6 M)
+PUBLISHED_PARAMS_M = {"nano": 30.5, "small": 32.1, "medium": 33.7, "base": 29.0}
 
 
 def build_rf_detr(*, size: str, nc: int) -> RFDETRNet:

@@ -74,6 +74,17 @@ def _rf_reference():
     return _perturb(RfDetrForObjectDetection(RfDetrConfig(backbone_config=bb, **DEC)))
 
 
+def _rf14_reference():
+    """The base layout at a reduced width: 14 px patches, a 4 x 4 position grid (56 px), 2 x 2 windows."""
+    from transformers import RfDetrConfig, RfDetrForObjectDetection
+
+    torch.manual_seed(0)
+    bb = dict(model_type="rf_detr_dinov2", hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
+              window_block_indexes=[0], out_features=["stage1", "stage2", "stage3"], num_windows=2, image_size=56,
+              patch_size=14, num_register_tokens=0)
+    return _perturb(RfDetrForObjectDetection(RfDetrConfig(backbone_config=bb, **DEC)))
+
+
 def _ours_lw() -> LWDETRNet:
     return LWDETRNet(cfg=LWDETRConfig(dim=48, depth=3, heads=4, pos_grid=4, windows=2, window_blocks=(0, 2),
                                       out_blocks=(0, 1, 2), decoder=OUR_DEC), nc=3)
@@ -82,6 +93,16 @@ def _ours_lw() -> LWDETRNet:
 def _ours_rf() -> RFDETRNet:
     return RFDETRNet(cfg=RFDETRConfig(dim=48, depth=3, heads=4, pos_grid=4, windows=2, out_stages=(1, 2, 3),
                                       decoder=OUR_DEC), nc=3)
+
+
+def test_fourteen_pixel_patches_give_the_same_outputs() -> None:
+    ref = _rf14_reference()
+    ours = RFDETRNet(cfg=RFDETRConfig(dim=48, depth=3, heads=4, patch=14, pos_grid=4, windows=2, out_stages=(1, 2, 3),
+                                      decoder=OUR_DEC), nc=3).eval()
+    ours.load_state_dict(convert_state_dict(ref.state_dict(), ours.state_dict()), strict=True)
+    torch.manual_seed(3)
+    for side in (56, 112):
+        _compare(ours, ref, torch.rand(2, 3, side, side))
 
 
 def _outputs(ref, x):

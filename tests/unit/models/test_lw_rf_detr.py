@@ -76,9 +76,29 @@ def test_parameter_counts_match_the_published(family: str, size: str) -> None:
     assert n == ours
 
 
+def test_rf_detr_base_inference_parameters_match_the_first_release() -> None:
+    """RF-DETR base (first release README): 29 M, the inference network (query group 0); with the
+    12 training-only query groups (their proposal heads and learned queries) 32.17 M."""
+    net = RFDETR.build_net(size="base", nc=91, task="detect")
+    total = sum(p.numel() for p in net.parameters())
+    d = net.decoder
+    extra = sum(p.numel() for mods in (d.enc_output, d.enc_output_norm, d.enc_out_class_embed, d.enc_out_bbox_embed)
+                for m in list(mods)[1:] for p in m.parameters())
+    extra += (d.query_feat.weight.numel() + d.reference_point_embed.weight.numel()) * 12 // 13
+    assert total == 32_174_146 and total - extra == 28_570_510
+    assert abs((total - extra) / 1e6 - rf.PUBLISHED_PARAMS_M["base"]) / rf.PUBLISHED_PARAMS_M["base"] < 0.03
+    assert [i for i, b in enumerate(net.backbone.blocks) if not b.window] == [2, 5, 8, 11]
+    assert net.backbone.out_blocks == (1, 4, 7, 10) and net.backbone.patch == 14 and net.backbone.windows == 4
+    model = Model(RFDETR(size="base", nc=3))
+    assert model.stride == 56 and Model(RFDETR(size="nano", nc=3)).stride == 32
+    with torch.no_grad():
+        logits, boxes = model.net.eval()(torch.rand(1, 3, 112, 112))
+    assert logits.shape == (1, 64, 3) and boxes.shape == (1, 64, 4)
+
+
 def test_sizes_and_structure() -> None:
     assert LWDETR.SIZES == tuple(lw.VARIANTS) == ("tiny", "small")
-    assert RFDETR.SIZES == tuple(rf.VARIANTS) == ("nano", "small", "medium")
+    assert RFDETR.SIZES == tuple(rf.VARIANTS) == ("nano", "small", "medium", "base")
     net = LWDETR.build_net(size="small", nc=91, task="detect")
     vit = net.backbone
     assert [b.window for b in vit.blocks] == [i in (0, 1, 3, 6, 7, 9) for i in range(10)]
@@ -98,7 +118,7 @@ def test_sizes_and_structure() -> None:
     with pytest.raises(ConfigError):
         LWDETR.build_net(size="large", nc=3, task="detect")
     with pytest.raises(ConfigError):
-        RFDETR.build_net(size="base", nc=3, task="detect")
+        RFDETR.build_net(size="large", nc=3, task="detect")
 
 
 def test_refine_boxes_reparametrisation() -> None:
