@@ -18,11 +18,13 @@ from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
 from .esrgan.family import ESRGAN
 from .fomo.family import FOMO
+from .lw_detr.family import LWDETR
 from .mobilenetv4.family import MobileNetV4
 from .nafnet.family import NAFNet
 from .picodet.family import PicoDet
 from .pidnet.family import PIDNet
 from .resnet.family import ResNet
+from .rf_detr.family import RFDETR
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
@@ -87,6 +89,8 @@ register_family(DeformableDETR)
 register_family(RTMDetIns)
 register_family(YOLONASPose)
 register_family(DINODETR)
+register_family(LWDETR)
+register_family(RFDETR)
 register_family(SAM)
 register_family(MobileSAM)
 register_family(YOLO3)

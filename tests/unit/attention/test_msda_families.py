@@ -30,7 +30,10 @@ FAKE = "fake-msda-counter"
 #   deformable_detr r50, r50refine and r50twostage: 6 encoder + 6 decoder layers, 4 points on each of 4 levels
 #   (r50refine's decoder layers 2-6 sample around 4-d reference boxes: still the standard layout);
 #   dino_detr r50: 6 encoder + 6 decoder layers, 4 points on each of 4 levels (the training step adds
-#   denoising queries: more queries per call, not more calls).
+#   denoising queries: more queries per call, not more calls);
+#   lw_detr tiny / small: 3 decoder layers, 2 points on 1 level (no deformable encoder: a ViT);
+#   rf_detr nano / small / medium: 2 / 3 / 4 decoder layers, 2 points on 1 level (the training step's
+#   13 query groups are more queries per call, not more calls).
 EXPECTED = {
     ("rtdetr", "r18"): 3,
     ("rtdetrv2", "r18"): 3,
@@ -43,6 +46,11 @@ EXPECTED = {
     ("deformable_detr", "r50refine"): 12,
     ("deformable_detr", "r50twostage"): 12,
     ("dino_detr", "r50"): 12,
+    ("lw_detr", "tiny"): 3,
+    ("lw_detr", "small"): 3,
+    ("rf_detr", "nano"): 2,
+    ("rf_detr", "small"): 3,
+    ("rf_detr", "medium"): 4,
 }
 
 
