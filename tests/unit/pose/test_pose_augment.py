@@ -169,8 +169,8 @@ def test_the_task_passes_affine_mixup_single_cls_and_rect(tmp_path: Path) -> Non
 
 
 def test_one_epoch_yolo9_pose_with_rect_and_single_cls(tmp_path: Path) -> None:
-    from libreyolo.model import Model
     from libreyolo.data.shapes_pose import ensure_shapes_pose_dataset
+    from libreyolo.model import Model
     from libreyolo.registry import families
 
     data = ensure_shapes_pose_dataset(tmp_path / "ds", n_train=4, n_val=2, imgsz=96)
