@@ -112,20 +112,18 @@ class PoseTask(LetterboxTask):
     def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool = False,
                 train_cfg: Any = None) -> Any:
         """A :class:`~libreyolo.data.pose.PoseDataset`; the training split takes the trainer's scale
-        (``1 +- scale``), flips (horizontal ones through the yaml's ``flip_idx``) and colour
-        augmentation (no mosaic, mixup or affine for this task)."""
+        (``1 +- scale``), mixup, affine (degrees, translate, shear, perspective), flips (horizontal
+        ones through the yaml's ``flip_idx``) and colour augmentation; ``single_cls`` and ``rect``
+        (both splits)."""
         from ...data.pose import PoseDataset
 
-        keys = ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v")
+        keys = ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mixup", "degrees", "translate", "shear", "perspective")
         options = augment_options(train_cfg, keys, jitter_scale=True) if augment else {}
+        for key in ("single_cls", "rect"):  # rect: aspect-sorted, rectangular items
+            if train_cfg is not None and getattr(train_cfg, key, False):
+                options[key] = True
         return PoseDataset(files, imgsz=imgsz, nc=config.nc, kpt_shape=config.kpt_shape, flip_idx=config.flip_idx,
                            kpt_sigmas=config.kpt_sigmas, augment=augment, prefix=f"{split}: ", **options)
-
-    def check_train_options(self, cfg: Any) -> None:
-        if getattr(cfg, "rect", False):
-            raise ConfigError("rect=True is for detection datasets; a pose model trains on square items")
-        if cfg.single_cls:
-            raise ConfigError("single_cls=True is not supported for pose yet; relabel the dataset instead")
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``project`` defaults to runs/pose."""
