@@ -181,10 +181,11 @@ class DataSetup:
                                                  seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler,
                                                  drop_last=drop, collate_fn=task.collate)
         if cfg.multi_scale:
-            from .config import MAX_STRIDE
+            from .config import imgsz_multiple
             from .scales import MultiScale
 
-            self.multi_scale = MultiScale(imgsz=cfg.imgsz, fraction=cfg.multi_scale, seed=cfg.seed, stride=MAX_STRIDE)
+            self.multi_scale = MultiScale(imgsz=cfg.imgsz, fraction=cfg.multi_scale, seed=cfg.seed,
+                                          stride=imgsz_multiple(self.model))
             if self.is_main:
                 logger.info("multi_scale=%g: each batch trains at one of %s px (seeded per batch)", cfg.multi_scale,
                             ", ".join(map(str, self.multi_scale.buckets)))
