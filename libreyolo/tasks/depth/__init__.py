@@ -29,6 +29,7 @@ class DepthTask(Task):
     results_field: ClassVar[str] = "depth"
     project: ClassVar[str] = "runs/depth"
     val_losses: ClassVar[bool] = True  # the validation depth maps are the training targets too (letterboxed)
+    metric_keys: ClassVar[tuple[str, ...]] = ("abs_rel", "rmse", "delta1")
 
     def __init__(self) -> None:
         from ...data.depth import collate_depth

@@ -34,6 +34,7 @@ class DetectTask(Task):
     plots: ClassVar[bool] = True
     scans_labels: ClassVar[bool] = True
     val_losses: ClassVar[bool] = True
+    metric_keys: ClassVar[tuple[str, ...]] = ("precision", "recall", "mAP50", "mAP50-95")
 
     # ------------------------------------------------------------------ prediction
     def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,

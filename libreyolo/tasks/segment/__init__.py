@@ -33,6 +33,7 @@ class SegmentTask(Task):
     results_field: ClassVar[str] = "masks"  # outputs() gives {"boxes": ..., "masks": ...} per image
     project: ClassVar[str] = "runs/segment"
     val_losses: ClassVar[bool] = True
+    metric_keys: ClassVar[tuple[str, ...]] = ("precision", "recall", "mAP50", "mAP50-95", "mask_mAP50", "mask_mAP50-95")
 
     def __init__(self) -> None:
         from ...data.segment import collate_segment

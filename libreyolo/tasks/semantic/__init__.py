@@ -27,6 +27,7 @@ class SemanticTask(Task):
     results_field: ClassVar[str] = "semantic"
     project: ClassVar[str] = "runs/semantic"
     val_losses: ClassVar[bool] = True  # the validation masks are the training targets too (letterboxed)
+    metric_keys: ClassVar[tuple[str, ...]] = ("mIoU", "aAcc", "mAcc")
 
     def __init__(self) -> None:
         from ...data.semantic import collate_semantic
