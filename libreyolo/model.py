@@ -478,6 +478,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     from .export.registry import format_of_path
     from .io.checkpoint import model_from_checkpoint, read_checkpoint
     from .io.weights import find_weights, hub_repo_weights, hub_snapshot_weights
+    from .models._base.registry import check_named_task
     from .registry import get_family, parse_weights_name
 
     if not isinstance(model, (str, Path)):
@@ -488,13 +489,13 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
         backend = exported.load_backend()(name, device=device)
         return Model(backend.family, backend)
     if not pretrained:
-        _check_named_task(name)
+        check_named_task(name)
         parsed = parse_weights_name(name)
         cls = get_family(parsed.family)
         n = nc if nc is not None else (len(names) if names is not None else 80)
         fam: Family = cls(size=parsed.size, task=parsed.task, nc=n, names=names)
     else:
-        _check_named_task(name)
+        check_named_task(name)
         path = hub_repo_weights(name) or hub_snapshot_weights(Path(name)) or find_weights(name)
         if detect_format(path) is not None:  # another library's checkpoint: convert on load
             fam = load_foreign(path)
@@ -510,20 +511,3 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     if device is not None:
         m.to(device)
     return m
-
-
-def _check_named_task(name: str) -> None:
-    """A weights name that is no file and asks a family for a task it lacks (``LibreYOLO9t-pose.pt``:
-    the detector) fails here in one line naming the families that do the task, before any look-up."""
-    from .models._base.registry import task_unsupported
-    from .registry import get_family, parse_weights_name
-
-    if Path(name).expanduser().exists():
-        return  # a file: its metadata decides
-    try:
-        parsed = parse_weights_name(name)
-    except ConfigError:
-        return  # not a libreyolo weights name: find_weights says what was tried
-    fam = get_family(parsed.family)
-    if parsed.task not in fam.TASKS:
-        raise ConfigError(task_unsupported(fam, parsed.task, name=Path(name).name, size=parsed.size))

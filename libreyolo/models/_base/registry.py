@@ -48,3 +48,22 @@ def task_unsupported(family: type[Family], task: str, *, name: str = "", size: s
     near = [f"Libre{f.NAME_TOKEN}{size}{tail}.pt" for f in doing
             if size in f.SIZES and f.NAME_TOKEN.upper().startswith(family.NAME_TOKEN.upper())]
     return msg + (f"; did you mean {' or '.join(map(repr, near))}?" if name and near else "")
+
+
+def check_named_task(name: str) -> None:
+    """A weights name that is no file and asks a family for a task it lacks (``LibreYOLO9t-pose.pt``:
+    the detector) raises :class:`ConfigError` in one line (:func:`task_unsupported`), before any
+    look-up; a file (its metadata decides) or another name passes."""
+    from pathlib import Path
+
+    from ...registry import get_family, parse_weights_name
+
+    if Path(name).expanduser().exists():
+        return
+    try:
+        parsed = parse_weights_name(name)
+    except ConfigError:
+        return  # not a libreyolo weights name: find_weights says what was tried
+    fam = get_family(parsed.family)
+    if parsed.task not in fam.TASKS:
+        raise ConfigError(task_unsupported(fam, parsed.task, name=Path(name).name, size=parsed.size))
