@@ -33,6 +33,8 @@ class Task:
     scans_labels: ClassVar[bool] = False  # building the training set scans and caches label files
     drop_partial_batch: ClassVar[bool] = False  # the training loader drops a last partial batch
     val_losses: ClassVar[bool] = False  # validation also reports the training criterion's losses
+    # the validation metrics results.csv logs as metrics/<key> columns, in this order (those present)
+    metric_keys: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ prediction
     def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,

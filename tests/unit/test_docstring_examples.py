@@ -39,7 +39,7 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.tasks.restore.scoring", "libreyolo.engine.restore_io", "libreyolo.data.restore",
            "libreyolo.data.shapes_restore", "libreyolo.models._base.restore", "libreyolo.models.nafnet.nn",
            "libreyolo.models.nafnet.convert", "libreyolo.models.esrgan.nn", "libreyolo.models.esrgan.convert",
-           "libreyolo.convert.basicsr",
+           "libreyolo.convert.basicsr", "libreyolo.models._base.registry",
            "libreyolo.data.segment", "libreyolo.data.shapes_seg",
            "libreyolo.engine.masks", "libreyolo.tasks.segment.masks", "libreyolo.tasks.segment.scoring",
            "libreyolo.models.yolo9_seg.nn", "libreyolo.models.yolo9_seg.postprocess",

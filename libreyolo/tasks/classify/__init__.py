@@ -22,6 +22,7 @@ class ClassifyTask(Task):
     results_field: ClassVar[str] = "probs"
     project: ClassVar[str] = "runs/classify"
     drop_partial_batch: ClassVar[bool] = True  # BatchNorm after global pooling cannot train on one image
+    metric_keys: ClassVar[tuple[str, ...]] = ("top1", "top5")
 
     def __init__(self) -> None:
         from ...data.classify import collate_classify

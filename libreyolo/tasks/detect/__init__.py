@@ -34,6 +34,7 @@ class DetectTask(LetterboxTask):
     plots: ClassVar[bool] = True
     scans_labels: ClassVar[bool] = True
     val_losses: ClassVar[bool] = True
+    metric_keys: ClassVar[tuple[str, ...]] = ("precision", "recall", "mAP50", "mAP50-95")
 
     # ------------------------------------------------------------------ prediction (LetterboxTask.preprocess)
     def predict_decoded(self, twin: Any, opts: Any) -> bool:

@@ -30,6 +30,7 @@ class OcrTask(Task):
     results_field: ClassVar[str] = "texts"
     project: ClassVar[str] = "runs/ocr"
     val_losses: ClassVar[bool] = False
+    metric_keys: ClassVar[tuple[str, ...]] = ("precision", "recall", "hmean", "rec_acc", "norm_edit_dis")
 
     def __init__(self) -> None:
         from ...data.ocr import collate_ocr

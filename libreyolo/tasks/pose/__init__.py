@@ -73,6 +73,7 @@ class PoseTask(LetterboxTask):
     results_field: ClassVar[str] = "keypoints"  # outputs() gives {"boxes": ..., "keypoints": ...} per image
     project: ClassVar[str] = "runs/pose"
     val_losses: ClassVar[bool] = True
+    metric_keys: ClassVar[tuple[str, ...]] = ("precision", "recall", "mAP50", "mAP50-95", "kpt_mAP50", "kpt_mAP50-95")
 
     def __init__(self) -> None:
         from ...data.pose import collate_pose

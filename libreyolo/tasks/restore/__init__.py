@@ -49,6 +49,7 @@ class RestoreTask(Task):
     results_field: ClassVar[str] = "restored"
     project: ClassVar[str] = "runs/restore"
     val_losses: ClassVar[bool] = True  # the validation HQ patches are the training targets too
+    metric_keys: ClassVar[tuple[str, ...]] = ("psnr", "ssim")
 
     def __init__(self) -> None:
         from ...data.restore import collate_restore
