@@ -24,6 +24,9 @@ class DepthTask(MapTask):
     name: ClassVar[str] = "depth"
     results_field: ClassVar[str] = "depth"
     project: ClassVar[str] = "runs/depth"
+    model_noun: ClassVar[str] = "a depth model"
+    single_cls_why: ClassVar[str] = "has no classes"
+    map_to_original = staticmethod(to_original)
     metric_keys: ClassVar[tuple[str, ...]] = ("abs_rel", "rmse", "delta1")
 
     def __init__(self) -> None:

@@ -22,6 +22,9 @@ class SemanticTask(MapTask):
     name: ClassVar[str] = "semantic"
     results_field: ClassVar[str] = "semantic"
     project: ClassVar[str] = "runs/semantic"
+    model_noun: ClassVar[str] = "a semantic model"
+    single_cls_why: ClassVar[str] = "needs its classes"
+    map_to_original = staticmethod(to_original)  # logits -> class ids at the image size
     metric_keys: ClassVar[tuple[str, ...]] = ("mIoU", "aAcc", "mAcc")
 
     def __init__(self) -> None:
