@@ -46,12 +46,14 @@ class DepthTask(Task):
                           stride=stride, bgr=bgr)
 
     def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
-                rerun: Any) -> list[Tensor]:
+                rerun: Any) -> list[dict[str, Any]]:
+        """Per image ``{"depth": Tensor[H, W], "depth_kind": ...}`` (the family's ``depth_kind``)."""
+        kind = getattr(getattr(twin, "family", twin), "depth_kind", None)
         maps = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None, max_det=opts.max_det,
                                 agnostic=False)
         out = [to_original(m, input_hw=p.out_shape, ratio=p.ratio, pad=p.pad, orig_hw=it.shape)
                for m, p, it in zip(maps, params, items, strict=True)]
-        return [m.cpu() for m in out]
+        return [{"depth": m.cpu(), "depth_kind": kind} for m in out]
 
     # ------------------------------------------------------------------ data
     def load_data(self, data: str) -> Any:
