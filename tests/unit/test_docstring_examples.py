@@ -64,7 +64,8 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models._darknet.local",
            "libreyolo.tasks.matte.metrics", "libreyolo.tasks.matte.scoring", "libreyolo.engine.matte_io",
            "libreyolo.data.matte", "libreyolo.data.shapes_matte", "libreyolo.models._base.matte",
-           "libreyolo.models.birefnet.nn", "libreyolo.models.birefnet.convert", "libreyolo.layers.deform_conv")
+           "libreyolo.models.birefnet.nn", "libreyolo.models.birefnet.convert", "libreyolo.layers.deform_conv",
+           "libreyolo.models.depth_anything3.metric")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 

@@ -1,8 +1,11 @@
 """Metres from DA3Metric-Large: the network predicts depth for a canonical focal length of 300 px,
-so the reference's metres are ``focal_px * value / 300`` with ``focal_px`` the camera's focal
-length in pixels **of the original image** (``Results.depth`` is at the original size).
+so the reference's metres are ``focal * raw / 300`` with ``focal`` in pixels of the image as fed to
+the network. The depth task already multiplies a metric map by the letterbox ratio (network pixels
+per original pixel), so for ``Results.depth`` the focal is the camera's focal length in pixels **of
+the original image** (the mean of ``fx`` and ``fy`` of its intrinsics): metres =
+``focal_px * Results.depth / 300``.
 
-``LibreYOLO("LibreDepthAnything3metric_l-depth.pt")`` returns the network's value
+``LibreYOLO("LibreDepthAnything3metric_l-depth.pt")`` gives that value
 (``Results.depth_kind == "metric"``); :func:`to_metres` turns such a result into metres
 (``depth_kind == "metres"``). Any other result (Depth Anything V2 disparity, the relative depth of
 DA3 s / b / mono_l) has no metric scale and is refused.

@@ -47,12 +47,13 @@ class DepthTask(Task):
 
     def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
                 rerun: Any) -> list[dict[str, Any]]:
-        """Per image ``{"depth": Tensor[H, W], "depth_kind": ...}`` (the family's ``depth_kind``)."""
+        """Per image ``{"depth": Tensor[H, W], "depth_kind": ...}`` (the family's ``depth_kind``); a
+        ``"metric"`` map is rescaled by the letterbox ratio to the original image's focal length."""
         kind = getattr(getattr(twin, "family", twin), "depth_kind", None)
         maps = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None, max_det=opts.max_det,
                                 agnostic=False)
         out = [to_original(m, input_hw=p.out_shape, ratio=p.ratio, pad=p.pad, orig_hw=it.shape)
-               for m, p, it in zip(maps, params, items, strict=True)]
+               * (float(p.ratio) if kind == "metric" else 1.0) for m, p, it in zip(maps, params, items, strict=True)]
         return [{"depth": m.cpu(), "depth_kind": kind} for m in out]
 
     # ------------------------------------------------------------------ data

@@ -77,6 +77,9 @@ def test_to_metres_on_a_metric_result_and_refused_elsewhere(v2, da3, monkeypatch
     monkeypatch.setattr(DepthAnything3, "METRIC_SIZES", ("s",))
     (rm,) = da3.predict(IMG, imgsz=28)
     assert rm.depth_kind == "metric" and rm.summary()[0]["kind"] == "metric"
+    # the metric value is for the original image's focal length: the network's times the letterbox
+    # ratio (56 x 40 fed at 28 px: 0.5), so that metres = focal_px(original) * value / 300
+    torch.testing.assert_close(rm.depth, rd.depth * 0.5)
     m = to_metres(rm, focal_px=450.0)
     assert m.depth_kind == "metres" and m.summary()[0]["kind"] == "metres" and m.verbose().startswith("metres ")
     torch.testing.assert_close(m.depth, rm.depth * 1.5)
