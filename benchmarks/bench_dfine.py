@@ -12,6 +12,8 @@ the provider column then records that path.
 
     python benchmarks/bench_dfine.py --out benchmarks/results/dfine
     python benchmarks/bench_dfine.py --out /tmp/d --models dfine:n --batches 2 --iters 10 --parity-models dfine:n
+    python benchmarks/bench_dfine.py --out benchmarks/results/deimv2 --models deimv2:atto,deimv2:n,rtdetrv4:s \
+        --parity-models deimv2:atto,rtdetrv4:s
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ DEFAULTS = {"--models": "dfine:n,deim:n", "--parity-models": "dfine:n,dfine:s,de
 
 
 def families() -> dict[str, type]:
-    """The RT-DETR families plus D-FINE and DEIM (registered idempotently)."""
+    """The RT-DETR families plus D-FINE, DEIM, DEIMv2 and RT-DETRv4 (registered idempotently)."""
     from libreyolo.models.deim.family import DEIM
+    from libreyolo.models.deimv2.family import DEIMv2
     from libreyolo.models.dfine.family import DFINE
+    from libreyolo.models.rtdetrv4.family import RTDETRv4
     from libreyolo.registry import register_family
 
     fams = dict(_rtdetr_families())
-    for fam in (DFINE, DEIM):
+    for fam in (DFINE, DEIM, DEIMv2, RTDETRv4):
         register_family(fam)
         fams[fam.FAMILY] = fam
     return fams

@@ -483,6 +483,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     from .export.registry import format_of_path
     from .io.checkpoint import model_from_checkpoint, read_checkpoint
     from .io.weights import find_weights, hub_repo_weights, hub_snapshot_weights
+    from .models._base.registry import check_named_task
     from .registry import get_family, parse_weights_name
 
     if not isinstance(model, (str, Path)):
@@ -493,6 +494,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
         backend = exported.load_backend()(name, device=device)
         return Model(backend.family, backend)
     if not pretrained:
+        check_named_task(name)
         parsed = parse_weights_name(name)
         cls = get_family(parsed.family)
         n = nc if nc is not None else (len(names) if names is not None else 80)
@@ -500,6 +502,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
             torch.manual_seed(INIT_SEED)  # the same untrained network in every process
             fam: Family = cls(size=parsed.size, task=parsed.task, nc=n, names=names)
     else:
+        check_named_task(name)
         path = hub_repo_weights(name) or hub_snapshot_weights(Path(name)) or find_weights(name)
         if detect_format(path) is not None:  # another library's checkpoint: convert on load
             fam = load_foreign(path)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 TASK_SUFFIXES = {"": "detect", "cls": "classify", "seg": "segment", "pose": "pose", "sem": "semantic",
                  "depth": "depth", "point": "point", "restore": "restore",
-                 "prompt": "prompt", "matte": "matte"}
+                 "prompt": "prompt", "matte": "matte", "ocr": "ocr"}
 _NAME_RE = re.compile(r"^Libre(?P<body>[A-Za-z0-9_]+?)(?:-(?P<task>[a-z]+))?(?:\.(?P<ext>pt|safetensors|onnx))?$")
 
 

@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
 from .._cv import cv2
 from ..errors import ConfigError, DatasetError
 from .constants import BUILTIN, IMG_SUFFIXES
+from .seeded import SeededDataset
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def random_resized_crop(img: np.ndarray, size: int, rng: np.random.Generator, *,
 
 
 # ------------------------------------------------------------------------------------ dataset
-class ClassifyDataset(Dataset):
+class ClassifyDataset(SeededDataset):
     """(image, class id) pairs -> items (see the module docstring).
 
     Args:
@@ -149,25 +149,7 @@ class ClassifyDataset(Dataset):
         self.samples = [(str(p), int(c)) for p, c in samples]
         self.imgsz, self.augment, self.prefix = imgsz, augment, prefix
         self.fliplr, self.hsv = fliplr, (hsv_h, hsv_s, hsv_v)
-        self._state = torch.zeros(2, dtype=torch.int64).share_memory_()  # epoch, seed (reach workers)
-
-    # the trainer's dataset interface (shared with DetectionDataset)
-    def set_epoch(self, epoch: int) -> None:
-        self._state[0] = int(epoch)
-
-    def set_seed(self, seed: int) -> None:
-        self._state[1] = int(seed)
-
-    @property
-    def epoch(self) -> int:
-        return int(self._state[0])
-
-    @property
-    def mosaic_enabled(self) -> bool:
-        return False
-
-    def close_mosaic(self) -> None:
-        """No mosaic for classification."""
+        self._init_state()  # the trainer's dataset interface (SeededDataset): epoch, seed; no mosaic
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -181,7 +163,7 @@ class ClassifyDataset(Dataset):
             raise DatasetError(f"{self.prefix}image {path} could not be read (missing or not an image)")
         img = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         if self.augment:
-            rng = np.random.default_rng([int(self._state[1]), int(self._state[0]), i])
+            rng = self._rng(i)
             img = random_resized_crop(img, self.imgsz, rng)
             img = hsv_jitter(img, rng, h=self.hsv[0], s=self.hsv[1], v=self.hsv[2])
             if rng.random() < self.fliplr:

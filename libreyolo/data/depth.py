@@ -35,12 +35,21 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
-from torch.utils.data import Dataset
 
 from .._cv import cv2
-from ..errors import ConfigError, DatasetError
-from .config import resolve_image_files
+from ..errors import DatasetError
+from .maps import (
+    MapDataset,
+    collate_maps,
+    hwc_to_tensor,
+    image_hw,
+    letterbox_pair,
+    open_dataset_yaml,
+    pair_splits,
+    read_rgb,
+    scale_crop_pair,
+    swap_folder,
+)
 
 BUILTIN_DEPTH = ("shapes-depth",)
 LAYOUT = ("images/<split>/*.jpg with depth/<split>/*.png (16-bit) or *.npy and a yaml with "
@@ -70,14 +79,12 @@ def depth_path(image: Path) -> Path:
         >>> depth_path(Path("/nowhere/images/train/a.jpg")).as_posix()
         '/nowhere/depth/train/a.npy'
     """
-    parts = list(image.parts)
-    for i in range(len(parts) - 2, -1, -1):
-        if parts[i] == "images":
-            parts[i] = "depth"
-            png = Path(*parts).with_suffix(".png")
-            return png if png.is_file() else png.with_suffix(".npy")
-    raise DatasetError(f"image {image} is not under an 'images' folder, so its depth map cannot be found; "
-                       f"expected {LAYOUT}")
+    swapped = swap_folder(image, "images", "depth")
+    if swapped is None:
+        raise DatasetError(f"image {image} is not under an 'images' folder, so its depth map cannot be found; "
+                           f"expected {LAYOUT}")
+    png = swapped.with_suffix(".png")
+    return png if png.is_file() else png.with_suffix(".npy")
 
 
 def _positive(doc: dict, key: str, default: float | None, yaml_path: Path) -> float | None:
@@ -100,38 +107,16 @@ def load_depth_data(data: str | Path) -> DepthDataConfig:
     """
     if isinstance(data, str) and data in ("shapes", "shapes-cls", "shapes-sem"):
         raise DatasetError(f"{data!r} is no depth dataset; a depth model needs {LAYOUT}, or data='shapes-depth'")
+    builtin = None
     if isinstance(data, str) and data in BUILTIN_DEPTH:
-        from .shapes_depth import ensure_shapes_depth_dataset
+        def builtin() -> Path:
+            from .shapes_depth import ensure_shapes_depth_dataset
 
-        yaml_path = ensure_shapes_depth_dataset()
-    else:
-        yaml_path = Path(data).expanduser()
-        if yaml_path.is_dir() and (yaml_path / "data.yaml").is_file():
-            yaml_path = yaml_path / "data.yaml"
-        if not yaml_path.is_file():
-            raise DatasetError(f"depth dataset yaml {yaml_path} not found; pass a yaml ({LAYOUT}) or "
-                               "data='shapes-depth'")
-    yaml_path = yaml_path.resolve()
-    try:
-        doc = yaml.safe_load(yaml_path.read_text())
-    except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
-        raise DatasetError(f"dataset yaml {yaml_path} cannot be read: {e}") from e
-    if not isinstance(doc, dict):
-        raise DatasetError(f"dataset yaml {yaml_path} must be a mapping with keys path, train, val")
-    for key in ("train", "val"):
-        if doc.get(key) is None:
-            raise DatasetError(f"dataset yaml {yaml_path} is missing key '{key}' (required: train, val; optional: "
-                               "path, depth_scale, max_depth, test)")
-    raw_root = doc.get("path")
-    root = yaml_path.parent if raw_root is None else Path(str(raw_root)).expanduser()
-    root = root if root.is_absolute() else yaml_path.parent / root
-    if not root.is_dir():
-        raise DatasetError(f"{yaml_path}: dataset root 'path' {root} is not a folder")
-    splits: dict[str, list[tuple[Path, Path]]] = {}
-    for key in ("train", "val", "test"):
-        if doc.get(key) is not None:
-            files = resolve_image_files(doc[key], root=root, key=key, yaml_path=yaml_path)
-            splits[key] = [(f, depth_path(f)) for f in files]
+            return ensure_shapes_depth_dataset()
+    yaml_path, doc, root = open_dataset_yaml(
+        data, builtin=builtin, noun="depth", hint=f"pass a yaml ({LAYOUT}) or data='shapes-depth'",
+        keys="path, train, val", required=("train", "val"), optional="path, depth_scale, max_depth, test")
+    splits = pair_splits(doc, root=root, yaml_path=yaml_path, partner=depth_path)
     return DepthDataConfig(root=root.resolve(), train=splits["train"], val=splits["val"], test=splits.get("test", []),
                            yaml_path=yaml_path, depth_scale=_positive(doc, "depth_scale", 1.0, yaml_path) or 1.0,
                            max_depth=_positive(doc, "max_depth", None, yaml_path))
@@ -170,17 +155,10 @@ def read_depth(path: Path, *, depth_scale: float = 1.0, max_depth: float | None 
     return out
 
 
-def _image_hw(path: Path) -> tuple[int, int]:
-    from PIL import Image
-
-    try:
-        with Image.open(path) as im:  # reads the header only
-            return int(im.size[1]), int(im.size[0])
-    except OSError as e:
-        raise DatasetError(f"image {path} could not be read ({e})") from e
+_image_hw = image_hw  # the old private name
 
 
-class DepthDataset(Dataset):
+class DepthDataset(MapDataset):
     """(image, depth file) pairs -> items (module docstring).
 
     Args:
@@ -195,85 +173,31 @@ class DepthDataset(Dataset):
                  max_depth: float | None = None, augment: bool = False, scale: tuple[float, float] = (0.5, 2.0),
                  fliplr: float = 0.5, hsv_h: float = 0.015, hsv_s: float = 0.7, hsv_v: float = 0.4,
                  prefix: str = "", check: bool = True) -> None:
-        if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < 8:
-            raise ConfigError(f"imgsz must be an int >= 8, got {imgsz!r}")
-        self.pairs = [(Path(a), Path(b)) for a, b in pairs]
-        self.imgsz, self.depth_scale, self.max_depth, self.augment = imgsz, float(depth_scale), max_depth, augment
-        self.scale, self.fliplr, self.hsv, self.prefix = scale, fliplr, (hsv_h, hsv_s, hsv_v), prefix
+        super().__init__(pairs, imgsz=imgsz, prefix=prefix)
+        self.depth_scale, self.max_depth, self.augment = float(depth_scale), max_depth, augment
+        self.scale, self.fliplr, self.hsv = scale, fliplr, (hsv_h, hsv_s, hsv_v)
         if check:
             for img, dep in self.pairs:
-                self._depth(dep, _image_hw(img))
-        self._state = torch.zeros(2, dtype=torch.int64).share_memory_()  # epoch, seed (reach workers)
+                self._depth(dep, image_hw(img))
 
     def _depth(self, path: Path, hw: tuple[int, int]) -> np.ndarray:
         return read_depth(path, depth_scale=self.depth_scale, max_depth=self.max_depth, hw=hw, prefix=self.prefix)
 
-    # the trainer's dataset interface (shared with the other datasets)
-    def set_epoch(self, epoch: int) -> None:
-        self._state[0] = int(epoch)
-
-    def set_seed(self, seed: int) -> None:
-        self._state[1] = int(seed)
-
-    @property
-    def mosaic_enabled(self) -> bool:
-        return False
-
-    def close_mosaic(self) -> None:
-        """No mosaic for depth."""
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
     def __getitem__(self, i: int) -> dict[str, Any]:
         img_path, dep_path = self.pairs[i]
-        bgr = cv2.imread(str(img_path), cv2.IMREAD_COLOR)
-        if bgr is None:
-            raise DatasetError(f"{self.prefix}image {img_path} could not be read (missing or not an image)")
-        img, d = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), self._depth(dep_path, bgr.shape[:2])
+        img = read_rgb(img_path, self.prefix)
+        d = self._depth(dep_path, img.shape[:2])
         if self.augment:
-            return self._train_item(i, img, d)
-        from ..ops.letterbox import letterbox
-
-        boxed, p = letterbox(torch.from_numpy(img).permute(2, 0, 1), (self.imgsz, self.imgsz))
-        nh, nw = p.new_shape
-        small = cv2.resize(d, (nw, nh), interpolation=cv2.INTER_NEAREST) if (nh, nw) != d.shape else d
-        depth = torch.zeros((self.imgsz, self.imgsz), dtype=torch.float32)
-        left, top = int(p.pad[0]), int(p.pad[1])
-        depth[top:top + nh, left:left + nw] = torch.from_numpy(small)
+            img, d = scale_crop_pair(img, d, self._rng(i), size=self.imgsz, scale=self.scale, fill=0.0, hsv=self.hsv,
+                                     fliplr=self.fliplr)
+            return {"img": hwc_to_tensor(img), "depth": torch.from_numpy(np.ascontiguousarray(d)),
+                    "im_file": str(img_path)}
+        boxed, depth, p = letterbox_pair(img, d, self.imgsz, fill=0.0, dtype=torch.float32)
         return {"img": boxed, "depth": depth, "ori_depth": torch.from_numpy(d), "ori_shape": tuple(d.shape),
                 "ratio_pad": (p.ratio, p.pad), "im_file": str(img_path)}
-
-    def _train_item(self, i: int, img: np.ndarray, d: np.ndarray) -> dict[str, Any]:
-        from .augment import hsv_jitter
-
-        s = self.imgsz
-        rng = np.random.default_rng([int(self._state[1]), int(self._state[0]), i])
-        h, w = d.shape
-        r = s / max(h, w) * rng.uniform(*self.scale)
-        nh, nw = max(1, round(h * r)), max(1, round(w * r))
-        img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
-        d = cv2.resize(d, (nw, nh), interpolation=cv2.INTER_NEAREST)
-        canvas = np.full((max(s, nh), max(s, nw), 3), 114, np.uint8)
-        dcanvas = np.zeros(canvas.shape[:2], np.float32)
-        oy, ox = int(rng.integers(0, canvas.shape[0] - nh + 1)), int(rng.integers(0, canvas.shape[1] - nw + 1))
-        canvas[oy:oy + nh, ox:ox + nw], dcanvas[oy:oy + nh, ox:ox + nw] = img, d
-        cy, cx = int(rng.integers(0, canvas.shape[0] - s + 1)), int(rng.integers(0, canvas.shape[1] - s + 1))
-        img, d = canvas[cy:cy + s, cx:cx + s], dcanvas[cy:cy + s, cx:cx + s]
-        img = hsv_jitter(np.ascontiguousarray(img), rng, h=self.hsv[0], s=self.hsv[1], v=self.hsv[2])
-        if rng.random() < self.fliplr:
-            img, d = img[:, ::-1], d[:, ::-1]
-        return {"img": torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).contiguous(),
-                "depth": torch.from_numpy(np.ascontiguousarray(d)), "im_file": str(self.pairs[i][0])}
 
 
 def collate_depth(items: list[dict[str, Any]]) -> dict[str, Any]:
     """Stack items: ``img`` Tensor[B, 3, S, S] uint8, ``depth`` Tensor[B, S, S] float32; the per-image
     ``ori_depth`` / ``ori_shape`` / ``ratio_pad`` (validation) and ``im_file`` as lists."""
-    out: dict[str, Any] = {"img": torch.stack([it["img"] for it in items]),
-                           "depth": torch.stack([it["depth"] for it in items]),
-                           "im_file": [it["im_file"] for it in items]}
-    for key in ("ori_depth", "ori_shape", "ratio_pad"):
-        if key in items[0]:
-            out[key] = [it[key] for it in items]
-    return out
+    return collate_maps(items, stack=("img", "depth"), optional=("ori_depth", "ori_shape", "ratio_pad"))

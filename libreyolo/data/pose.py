@@ -18,12 +18,26 @@ value or a labelled keypoint outside [0, 1] or a visibility other than 0, 1, 2 r
 :class:`~libreyolo.errors.DatasetError` naming the file and line. A missing label file is an image
 without objects.
 
-An item: ``img`` Tensor[3, S, S] uint8 RGB (letterboxed; training: randomly scaled and placed,
-colour-jittered, flipped), ``cls`` Tensor[n] int64, ``bboxes`` Tensor[n, 4] float32 (cx, cy, w, h
-normalised to S), ``keypoints`` Tensor[n, K, 3] float32 (x, y normalised to S, v), plus
-``ori_shape``, ``ratio_pad``, ``im_file`` and ``kpt_sigmas`` (the yaml's, or ``None``). A horizontal flip mirrors x and permutes the keypoints
-by ``flip_idx``; a vertical flip mirrors y only. Boxes are clipped to the canvas (an object whose
-box is cut to under 2 pixels is dropped) and keypoints that leave it become v = 0.
+An item: ``img`` Tensor[3, S, S] (``rect``: [3, H, W]) uint8 RGB (letterboxed; training: randomly
+scaled and placed, optionally mixed up and affine-warped, colour-jittered, flipped), ``cls`` Tensor[n]
+int64, ``bboxes`` Tensor[n, 4] float32 (cx, cy, w, h normalised to the item's W and H),
+``keypoints`` Tensor[n, K, 3] float32 (x, y normalised likewise, v), plus ``ori_shape``,
+``ratio_pad``, ``im_file`` and ``kpt_sigmas`` (the yaml's, or ``None``). A horizontal flip mirrors x
+and permutes the keypoints by ``flip_idx``; a vertical flip mirrors y only. Boxes are clipped to the
+canvas (an object whose box is cut to under 2 pixels is dropped) and keypoints that leave it become
+v = 0 with x = y = 0 (the label convention of an unlabelled keypoint).
+
+Training may also blend the placed image with a second one placed the same way (``mixup``: pixels
+weighted ~ Beta(32, 32), both object sets kept, the first's first; there is no mosaic for this
+task, so mixup blends single images) and apply detection's random affine
+(:func:`~libreyolo.data.augment.affine_matrix`: ``degrees``, ``translate``, ``shear``,
+``perspective``; its zoom is left at 1, the random ``scale`` already zooms): the pixels are warped,
+the keypoints moved as points by the same matrix with the perspective divide
+(:func:`transform_keypoints`), the boxes as detection moves them (hull of the moved corners, clipped,
+filtered by :func:`~libreyolo.data.augment.filter_boxes`). ``single_cls`` makes every object class
+0. ``rect`` (as detection's): files sorted by aspect ratio, items on (H, W) canvases (multiples of
+``stride`` around the image at a long side of S, or the batch's shape), no mixup;
+:func:`collate_pose` pads a batch.
 """
 
 from __future__ import annotations
@@ -35,12 +49,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
 from .._cv import cv2
 from ..errors import ConfigError, DatasetError
 from .config import DataConfig
 from .labels import label_path
+from .seeded import SeededDataset
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +156,50 @@ def flip_keypoints_lr(kpts: np.ndarray, flip_idx: list[int], width: float = 1.0)
     return out[:, flip_idx]
 
 
-class PoseDataset(Dataset):
+def transform_keypoints(kpts: np.ndarray, M: np.ndarray, hw: tuple[int, int], *, offset: float = 0.0) -> np.ndarray:
+    """Keypoints (ndarray[n, K, 3] pixel x, y, v) through the 3 x 3 matrix ``M`` with the
+    perspective divide (``offset`` 0.5: the coordinates are pixel-edge ones and ``M`` acts on pixel
+    centres, as OpenCV's warps do); labelled keypoints that land outside the (h, w) canvas, and
+    unlabelled ones, become (0, 0, 0). A new array.
+
+    Example:
+        >>> k = np.array([[[1.0, 2.0, 2.0], [7.0, 1.0, 1.0]]])
+        >>> M = np.array([[1.0, 0, 2], [0, 1, 3], [0, 0, 1]])
+        >>> transform_keypoints(k, M, (8, 8)).tolist()
+        [[[3.0, 5.0, 2.0], [0.0, 0.0, 0.0]]]
+    """
+    out = np.asarray(kpts, np.float64).copy()
+    if out.size == 0:
+        return out
+    pts = np.concatenate([out[..., :2].reshape(-1, 2) - offset, np.ones((out.shape[0] * out.shape[1], 1))], 1) @ M.T
+    xy = pts[:, :2] / np.where(np.abs(pts[:, 2:]) < 1e-9, 1e-9, pts[:, 2:]) + offset
+    out[..., :2] = xy.reshape(out.shape[0], out.shape[1], 2)
+    h, w = hw
+    inside = (out[..., 0] >= 0) & (out[..., 0] <= w) & (out[..., 1] >= 0) & (out[..., 1] <= h) & (out[..., 2] > 0)
+    out[~inside] = 0.0
+    return out
+
+
+def mixup_objects(img: np.ndarray, objs: tuple[np.ndarray, np.ndarray, np.ndarray], img2: np.ndarray,
+                  objs2: tuple[np.ndarray, np.ndarray, np.ndarray], rng: np.random.Generator
+                  ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Blend two canvases of one shape (weight ``r ~ Beta(32, 32)`` on the first, as detection's
+    mixup) and keep both object sets (classes, xyxy boxes, keypoints), the first's first.
+
+    Example:
+        >>> a, b = np.zeros((4, 4, 3), np.uint8), np.full((4, 4, 3), 200, np.uint8)
+        >>> o1 = (np.array([1]), np.zeros((1, 4)), np.zeros((1, 2, 3)))
+        >>> o2 = (np.array([0, 1]), np.ones((2, 4)), np.ones((2, 2, 3)))
+        >>> img, (c, b, k) = mixup_objects(a, o1, b, o2, np.random.default_rng(0))
+        >>> c.tolist(), k.shape, 80 < int(img[0, 0, 0]) < 120
+        ([1, 0, 1], (3, 2, 3), True)
+    """
+    r = rng.beta(32.0, 32.0)
+    out = (img.astype(np.float32) * r + img2.astype(np.float32) * (1.0 - r)).astype(np.uint8)
+    return out, tuple(np.concatenate([a, b], 0) for a, b in zip(objs, objs2, strict=True))
+
+
+class PoseDataset(SeededDataset):
     """Image files with pose labels -> items (module docstring).
 
     Args:
@@ -153,15 +210,41 @@ class PoseDataset(Dataset):
         augment: the training transform (True) or the letterbox (False).
         scale: range of the random scale factor; fliplr, flipud: flip probabilities; hsv_h, hsv_s,
             hsv_v: colour jitter gains (training).
+        mixup: probability that a training item is blended with a second placed image (objects of both).
+        degrees, translate, shear, perspective: the random affine after placement (detection's
+            meaning; all 0, the default, skips it and draws nothing).
+        single_cls: every object becomes class 0 (label ids are still checked against ``nc``).
+        rect: rectangular items, as detection's ``rect``: the files sorted by aspect ratio (h / w),
+            each item on an (H, W) canvas, the smallest multiple of ``stride`` holding the image at a
+            long side of S (:meth:`rect_shape`), or its batch's shape after :meth:`set_batch_shapes`;
+            no mixup. :func:`collate_pose` pads a batch.
     """
 
     def __init__(self, files: list[Path], *, imgsz: int, nc: int, kpt_shape: tuple[int, int],
                  flip_idx: list[int] | None = None, augment: bool = False, scale: tuple[float, float] = (0.5, 1.5),
                  fliplr: float = 0.5, flipud: float = 0.0, hsv_h: float = 0.015, hsv_s: float = 0.7,
-                 hsv_v: float = 0.4, kpt_sigmas: list[float] | None = None, prefix: str = "") -> None:
+                 hsv_v: float = 0.4, mixup: float = 0.0, degrees: float = 0.0, translate: float = 0.0,
+                 shear: float = 0.0, perspective: float = 0.0, single_cls: bool = False, rect: bool = False,
+                 stride: int = 32, kpt_sigmas: list[float] | None = None, prefix: str = "") -> None:
+        from .augment import AugmentConfig
+
         if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < 8:
             raise ConfigError(f"imgsz must be an int >= 8, got {imgsz!r}")
+        # the affine's ranges, checked as detection checks them; zoom 1 (``scale`` zooms at placement)
+        self.hyp = AugmentConfig(mosaic=0.0, mixup=float(mixup), degrees=degrees, translate=translate, scale=0.0,
+                                 shear=shear, perspective=perspective)
+        self.affine = bool(degrees or translate or shear or perspective)
+        self.single_cls = bool(single_cls)
         self.files = [Path(f) for f in files]
+        self.rect, self.stride = bool(rect), int(stride)
+        self.shapes: np.ndarray | None = None  # rect: (h, w) of each file, in the sorted order
+        self.batch_shapes: np.ndarray | None = None  # rect: (H, W) of each item's batch (set_batch_shapes)
+        if self.rect:
+            from .segment import _image_hw
+
+            shapes = np.asarray([_image_hw(f, prefix) for f in self.files], np.int64).reshape(-1, 2)
+            order = np.argsort(shapes[:, 0] / shapes[:, 1], kind="stable")
+            self.files, self.shapes = [self.files[j] for j in order], shapes[order]
         self.imgsz, self.nc, self.augment, self.prefix = imgsz, int(nc), augment, prefix
         self.kpt_shape = (int(kpt_shape[0]), int(kpt_shape[1]))
         self.flip_idx = list(flip_idx) if flip_idx is not None else None
@@ -171,24 +254,41 @@ class PoseDataset(Dataset):
                            "and right keypoints)", prefix)
             fliplr = 0.0
         self.scale, self.flips, self.hsv = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v)
-        self._state = torch.tensor([0, 0], dtype=torch.int64).share_memory_()  # epoch, seed
+        self._init_state()  # the trainer's dataset interface (SeededDataset): epoch, seed; no mosaic
 
-    def set_epoch(self, epoch: int) -> None:
-        self._state[0] = int(epoch)
+    def rect_shape(self, i: int) -> tuple[int, int]:
+        """(H, W) of item ``i`` under ``rect``: the smallest multiple of ``stride`` around the image
+        resized to a long side of S."""
+        h0, w0 = (int(v) for v in self.shapes[i])
+        r = self.imgsz / max(h0, w0)
+        return (int(np.ceil(h0 * r / self.stride)) * self.stride, int(np.ceil(w0 * r / self.stride)) * self.stride)
 
-    def set_seed(self, seed: int) -> None:
-        self._state[1] = int(seed)
+    def set_batch_shapes(self, batch: int) -> np.ndarray:
+        """``rect``: every item takes the shape of its chunk of ``batch`` consecutive items
+        (:func:`~libreyolo.data.batching.rect_batch_shapes`); call before the loader's workers start."""
+        from .batching import rect_batch_shapes
 
-    mosaic_enabled = False  # no mosaic for this task
+        if not self.rect:
+            raise ConfigError("set_batch_shapes needs a rect=True dataset (images sorted by aspect ratio)")
+        self.batch_shapes = rect_batch_shapes(self.shapes, imgsz=self.imgsz, batch=batch, stride=self.stride)
+        return self.batch_shapes
 
-    def close_mosaic(self) -> None:
-        """No mosaic for this task (the trainer's hook does nothing)."""
+    def out_shape(self, i: int) -> tuple[int, int]:
+        """(H, W) of item ``i``: square S, its own rect shape, or its batch's."""
+        if not self.rect:
+            return self.imgsz, self.imgsz
+        if self.batch_shapes is not None:
+            return int(self.batch_shapes[i][0]), int(self.batch_shapes[i][1])
+        return self.rect_shape(i)
 
     def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        s = self.imgsz
+    def _place(self, i: int, canvas: np.ndarray, rng: np.random.Generator | None
+               ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[int, int], tuple[int, int, int, int]]:
+        """Read image ``i``, scale and paste it on ``canvas`` (letterbox, or random scale and
+        place); its (classes, xyxy boxes, keypoints) in canvas pixels, (h, w), (nw, nh, ox, oy)."""
+        H, W = canvas.shape[:2]
         f = self.files[i]
         bgr = cv2.imread(str(f), cv2.IMREAD_COLOR)
         if bgr is None:
@@ -196,62 +296,117 @@ class PoseDataset(Dataset):
         img = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
         h, w = img.shape[:2]
         cls, boxes, kpts = parse_pose_file(label_path(f), nc=self.nc, kpt_shape=self.kpt_shape)
-        rng = np.random.default_rng([int(self._state[1]), int(self._state[0]), i]) if self.augment else None
-        r = s / max(h, w) * (rng.uniform(*self.scale) if rng is not None else 1.0)
+        if self.single_cls:
+            cls = np.zeros_like(cls)
+        r = min(H / h, W / w) * (rng.uniform(*self.scale) if rng is not None else 1.0)
         nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
         if rng is None:  # letterbox: centred, grey padding
-            ox, oy = (s - nw) // 2, (s - nh) // 2
-        else:  # random placement on (or crop of) the S x S canvas
-            ox = int(rng.integers(min(0, s - nw), max(0, s - nw) + 1))
-            oy = int(rng.integers(min(0, s - nh), max(0, s - nh) + 1))
-        canvas = np.full((s, s, 3), 114, np.uint8)
+            ox, oy = (W - nw) // 2, (H - nh) // 2
+        else:  # random placement on (or crop of) the H x W canvas
+            ox = int(rng.integers(min(0, W - nw), max(0, W - nw) + 1))
+            oy = int(rng.integers(min(0, H - nh), max(0, H - nh) + 1))
         resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nh, nw) != (h, w) else img
-        x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, s), min(oy + nh, s)
-        canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
+        x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, W), min(oy + nh, H)
+        if x1 > x0 and y1 > y0:
+            canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
         # labels to canvas pixels: xyxy boxes, keypoints
         xyxy = np.concatenate([boxes[:, :2] - boxes[:, 2:] / 2, boxes[:, :2] + boxes[:, 2:] / 2], 1) * (nw, nh, nw, nh)
         xyxy = xyxy + (ox, oy, ox, oy)
         kp = kpts.copy()
         lab = kp[..., 2] > 0
         kp[..., :2] = np.where(lab[..., None], kp[..., :2] * (nw, nh) + (ox, oy), 0.0)
+        return (cls, xyxy, kp), (h, w), (nw, nh, ox, oy)
+
+    def _warp(self, canvas: np.ndarray, objs: tuple[np.ndarray, np.ndarray, np.ndarray], rng: np.random.Generator
+              ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Detection's random affine of the canvas; keypoints moved as points by the same matrix,
+        boxes as detection moves and filters them."""
+        from ..ops.letterbox import PAD_VALUE
+        from .augment import affine_matrix, filter_boxes, transform_boxes
+
+        cls, xyxy, kp = objs
+        hw = canvas.shape[:2]
+        M, gain = affine_matrix(rng, in_shape=hw, out_shape=hw, hyp=self.hyp)
+        fill, dsize = (PAD_VALUE,) * 3, (hw[1], hw[0])
+        if self.hyp.perspective:
+            canvas = cv2.warpPerspective(canvas, M, dsize, borderValue=fill)
+        else:
+            canvas = cv2.warpAffine(canvas, M[:2], dsize, flags=cv2.INTER_LINEAR, borderValue=fill)
+        before = np.stack([xyxy[:, 0].clip(0, hw[1]), xyxy[:, 1].clip(0, hw[0]), xyxy[:, 2].clip(0, hw[1]),
+                           xyxy[:, 3].clip(0, hw[0])], 1) if len(xyxy) else xyxy.reshape(0, 4)
+        after = transform_boxes(before - 0.5, M, hw) + 0.5  # pixel-edge boxes, M on pixel centres
+        after[:, [0, 2]] = after[:, [0, 2]].clip(0, hw[1])
+        after[:, [1, 3]] = after[:, [1, 3]].clip(0, hw[0])
+        keep = filter_boxes(before, after, gain=gain, min_px=self.hyp.min_box_px,
+                            min_area_ratio=self.hyp.min_area_ratio)
+        kp = transform_keypoints(kp, M, hw, offset=0.5)
+        return canvas, (cls[keep], after[keep], kp[keep])
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        H, W = self.out_shape(i)
+        rng = self._rng(i) if self.augment else None
+        canvas = np.full((H, W, 3), 114, np.uint8)
+        objs, (h, w), (nw, nh, ox, oy) = self._place(i, canvas, rng)
+        if rng is not None and self.hyp.mixup and not self.rect and rng.random() < self.hyp.mixup:
+            other = np.full_like(canvas, 114)  # a second image placed the same way, both object sets
+            objs2, _, _ = self._place(int(rng.integers(0, len(self))), other, rng)
+            canvas, objs = mixup_objects(canvas, objs, other, objs2, rng)
+        if rng is not None and self.affine:
+            canvas, objs = self._warp(canvas, objs, rng)
+        cls, xyxy, kp = objs
         if rng is not None:
             from .augment import hsv_jitter
 
             canvas = hsv_jitter(canvas, rng, h=self.hsv[0], s=self.hsv[1], v=self.hsv[2])
             if rng.random() < self.flips[0]:
                 canvas = canvas[:, ::-1]
-                xyxy = np.stack([s - xyxy[:, 2], xyxy[:, 1], s - xyxy[:, 0], xyxy[:, 3]], 1)
-                kp = flip_keypoints_lr(kp, self.flip_idx or list(range(self.kpt_shape[0])), float(s))
+                xyxy = np.stack([W - xyxy[:, 2], xyxy[:, 1], W - xyxy[:, 0], xyxy[:, 3]], 1)
+                kp = flip_keypoints_lr(kp, self.flip_idx or list(range(self.kpt_shape[0])), float(W))
             if rng.random() < self.flips[1]:
                 canvas = canvas[::-1]
-                xyxy = np.stack([xyxy[:, 0], s - xyxy[:, 3], xyxy[:, 2], s - xyxy[:, 1]], 1)
+                xyxy = np.stack([xyxy[:, 0], H - xyxy[:, 3], xyxy[:, 2], H - xyxy[:, 1]], 1)
                 lab = kp[..., 2] > 0
-                kp[..., 1] = np.where(lab, s - kp[..., 1], 0.0)
-        xyxy = np.clip(xyxy, 0, s)
+                kp[..., 1] = np.where(lab, H - kp[..., 1], 0.0)
+        xyxy = np.stack([xyxy[:, 0].clip(0, W), xyxy[:, 1].clip(0, H), xyxy[:, 2].clip(0, W),
+                         xyxy[:, 3].clip(0, H)], 1) if len(xyxy) else np.zeros((0, 4))
         keep = ((xyxy[:, 2] - xyxy[:, 0]) >= 2) & ((xyxy[:, 3] - xyxy[:, 1]) >= 2)
-        xyxy, kp, cls = xyxy[keep], kp[keep], cls[keep]
-        inside = (kp[..., 0] >= 0) & (kp[..., 0] <= s) & (kp[..., 1] >= 0) & (kp[..., 1] <= s) & (kp[..., 2] > 0)
+        xyxy, kp, cls = xyxy[keep], kp[keep].astype(np.float64), cls[keep]
+        inside = (kp[..., 0] >= 0) & (kp[..., 0] <= W) & (kp[..., 1] >= 0) & (kp[..., 1] <= H) & (kp[..., 2] > 0)
         kp[~inside] = 0.0
-        kp[..., :2] /= s
-        xywh = np.concatenate(((xyxy[:, :2] + xyxy[:, 2:]) / 2, xyxy[:, 2:] - xyxy[:, :2]), 1) / s
+        kp[..., :2] /= (W, H)
+        xywh = np.concatenate(((xyxy[:, :2] + xyxy[:, 2:]) / 2, xyxy[:, 2:] - xyxy[:, :2]), 1) / (W, H, W, H)
         return {"img": torch.from_numpy(np.ascontiguousarray(canvas)).permute(2, 0, 1).contiguous(),
-                "cls": torch.from_numpy(cls), "bboxes": torch.from_numpy(xywh.astype(np.float32)),
+                "cls": torch.from_numpy(np.asarray(cls, np.int64)), "bboxes": torch.from_numpy(xywh.astype(np.float32)),
                 "keypoints": torch.from_numpy(kp.astype(np.float32)), "ori_shape": (h, w),
-                "ratio_pad": ((nw / w, nh / h), (ox, oy)), "im_file": str(f), "kpt_sigmas": self.kpt_sigmas}
+                "ratio_pad": ((nw / w, nh / h), (ox, oy)), "im_file": str(self.files[i]), "kpt_sigmas": self.kpt_sigmas}
 
 
 def collate_pose(items: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stack items: ``img`` Tensor[B, 3, S, S] uint8, ``batch_idx`` Tensor[N] (image of each
+    """Stack items: ``img`` Tensor[B, 3, H, W] uint8, ``batch_idx`` Tensor[N] (image of each
     object, images in order), ``cls`` Tensor[N], ``bboxes`` Tensor[N, 4], ``keypoints``
     Tensor[N, K, 3]; ``ori_shape``, ``ratio_pad``, ``im_file`` as lists; ``kpt_sigmas`` (the
-    dataset's OKS sigmas, or ``None``) once."""
+    dataset's OKS sigmas, or ``None``) once. Items of different sizes (``rect``) are padded at the
+    bottom / right to the largest H and W (grey 114) and their boxes and keypoints renormalised to it."""
     if not items:
         raise ValueError("collate_pose got an empty list of items")
     counts = torch.tensor([int(it["cls"].shape[0]) for it in items], dtype=torch.int64)
-    return {"img": torch.stack([it["img"] for it in items]),
+    H = max(int(it["img"].shape[1]) for it in items)
+    W = max(int(it["img"].shape[2]) for it in items)
+    imgs, boxes, kpts = [], [], []
+    for it in items:
+        img, b, k = it["img"], it["bboxes"], it["keypoints"]
+        h, w = int(img.shape[1]), int(img.shape[2])
+        if (h, w) != (H, W):
+            img = torch.nn.functional.pad(img, (0, W - w, 0, H - h), value=114)
+            b = b * torch.tensor([w / W, h / H, w / W, h / H], dtype=b.dtype)
+            k = k * torch.tensor([w / W, h / H, 1.0], dtype=k.dtype)
+        imgs.append(img)
+        boxes.append(b)
+        kpts.append(k)
+    return {"img": torch.stack(imgs),
             "batch_idx": torch.repeat_interleave(torch.arange(len(items), dtype=torch.int64), counts),
-            "cls": torch.cat([it["cls"] for it in items]), "bboxes": torch.cat([it["bboxes"] for it in items]),
-            "keypoints": torch.cat([it["keypoints"] for it in items]),
+            "cls": torch.cat([it["cls"] for it in items]), "bboxes": torch.cat(boxes),
+            "keypoints": torch.cat(kpts),
             **{k: [it[k] for it in items] for k in ("ori_shape", "ratio_pad", "im_file")},
             "kpt_sigmas": items[0].get("kpt_sigmas")}
 

@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
 from .._cv import cv2
 from ..errors import ConfigError, DatasetError
 from .labels import label_path
+from .seeded import SeededDataset
 
 MASK_RATIO = 4
 BUILTIN_SEG = ("shapes-seg",)
@@ -150,7 +150,7 @@ def from_rasters(full: np.ndarray, cls: list[int]) -> tuple[np.ndarray, np.ndarr
     return small.astype(np.uint8), boxes, np.asarray(cls, np.int64)[keep]
 
 
-class SegmentDataset(Dataset):
+class SegmentDataset(SeededDataset):
     """Image files with polygon labels -> items (module docstring).
 
     Args:
@@ -200,15 +200,9 @@ class SegmentDataset(Dataset):
         self.imgsz, self.nc, self.augment, self.prefix = imgsz, int(nc), augment, prefix
         self.scale, self.flips, self.hsv, self.mosaic = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v), float(mosaic)
         # epoch, seed, mosaic on (shared memory: reaches the loader's workers)
-        self._state = torch.tensor([0, 0, int(augment and self.mosaic > 0)], dtype=torch.int64).share_memory_()
+        self._init_state(int(augment and self.mosaic > 0))
 
-    # the trainer's dataset interface (shared with the other tasks' datasets)
-    def set_epoch(self, epoch: int) -> None:
-        self._state[0] = int(epoch)
-
-    def set_seed(self, seed: int) -> None:
-        self._state[1] = int(seed)
-
+    # the trainer's dataset interface (SeededDataset), with mosaic
     @property
     def mosaic_enabled(self) -> bool:
         return bool(self._state[2])
@@ -308,7 +302,7 @@ class SegmentDataset(Dataset):
         H, W = self.out_shape(i)
         img, polys, cls = self._load(i)
         h, w = img.shape[:2]
-        rng = np.random.default_rng([int(self._state[1]), int(self._state[0]), i]) if self.augment else None
+        rng = self._rng(i) if self.augment else None
         r = min(H / h, W / w) * (rng.uniform(*self.scale) if rng is not None else 1.0)
         nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
         if rng is None:  # letterbox: centred, grey padding

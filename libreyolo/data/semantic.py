@@ -36,12 +36,22 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
-from torch.utils.data import Dataset
 
 from .._cv import cv2
-from ..errors import ConfigError, DatasetError
-from .config import _parse_names, resolve_image_files
+from ..errors import DatasetError
+from .config import _parse_names
+from .maps import (
+    MapDataset,
+    collate_maps,
+    hwc_to_tensor,
+    image_hw,
+    letterbox_pair,
+    open_dataset_yaml,
+    pair_splits,
+    read_rgb,
+    scale_crop_pair,
+    swap_folder,
+)
 
 BUILTIN_SEM = ("shapes-sem",)
 IGNORE = -1  # the label of a pixel that is not scored, inside the tensors the loss and scorer see
@@ -70,13 +80,11 @@ def mask_path(image: Path) -> Path:
         >>> mask_path(Path("/d/images/train/a.jpg")).as_posix()
         '/d/masks/train/a.png'
     """
-    parts = list(image.parts)
-    for i in range(len(parts) - 2, -1, -1):
-        if parts[i] == "images":
-            parts[i] = "masks"
-            return Path(*parts).with_suffix(".png")
-    raise DatasetError(f"image {image} is not under an 'images' folder, so its mask cannot be found; "
-                       f"expected {LAYOUT}")
+    swapped = swap_folder(image, "images", "masks")
+    if swapped is None:
+        raise DatasetError(f"image {image} is not under an 'images' folder, so its mask cannot be found; "
+                           f"expected {LAYOUT}")
+    return swapped.with_suffix(".png")
 
 
 def load_semantic_data(data: str | Path) -> SemanticDataConfig:
@@ -94,43 +102,21 @@ def load_semantic_data(data: str | Path) -> SemanticDataConfig:
     if isinstance(data, str) and data in ("shapes", "shapes-cls"):
         raise DatasetError(f"{data!r} is a {'detection' if data == 'shapes' else 'classification'} dataset; a "
                            f"semantic-segmentation model needs {LAYOUT}, or data='shapes-sem'")
+    builtin = None
     if isinstance(data, str) and data in BUILTIN_SEM:
-        from .shapes_sem import ensure_shapes_sem_dataset
+        def builtin() -> Path:
+            from .shapes_sem import ensure_shapes_sem_dataset
 
-        yaml_path = ensure_shapes_sem_dataset()
-    else:
-        yaml_path = Path(data).expanduser()
-        if yaml_path.is_dir() and (yaml_path / "data.yaml").is_file():
-            yaml_path = yaml_path / "data.yaml"
-        if not yaml_path.is_file():
-            raise DatasetError(f"semantic dataset yaml {yaml_path} not found; pass a yaml ({LAYOUT}) or "
-                               f"data='shapes-sem'")
-    yaml_path = yaml_path.resolve()
-    try:
-        doc = yaml.safe_load(yaml_path.read_text())
-    except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
-        raise DatasetError(f"dataset yaml {yaml_path} cannot be read: {e}") from e
-    if not isinstance(doc, dict):
-        raise DatasetError(f"dataset yaml {yaml_path} must be a mapping with keys path, train, val, names")
-    for key in ("train", "val", "names"):
-        if doc.get(key) is None:
-            raise DatasetError(f"dataset yaml {yaml_path} is missing key '{key}' (required: train, val, names; "
-                               "optional: path, ignore_index, test)")
-    raw_root = doc.get("path")
-    root = yaml_path.parent if raw_root is None else Path(str(raw_root)).expanduser()
-    root = root if root.is_absolute() else yaml_path.parent / root
-    if not root.is_dir():
-        raise DatasetError(f"{yaml_path}: dataset root 'path' {root} is not a folder")
+            return ensure_shapes_sem_dataset()
+    yaml_path, doc, root = open_dataset_yaml(
+        data, builtin=builtin, noun="semantic", hint=f"pass a yaml ({LAYOUT}) or data='shapes-sem'",
+        keys="path, train, val, names", required=("train", "val", "names"), optional="path, ignore_index, test")
     names = _parse_names(doc["names"], yaml_path)
     ignore = doc.get("ignore_index", 255)
     if isinstance(ignore, bool) or not isinstance(ignore, int) or ignore < len(names):
         raise DatasetError(f"{yaml_path}: 'ignore_index' must be an int >= nc ({len(names)}), so that it is no "
                            f"class id; got {ignore!r}")
-    splits: dict[str, list[tuple[Path, Path]]] = {}
-    for key in ("train", "val", "test"):
-        if doc.get(key) is not None:
-            files = resolve_image_files(doc[key], root=root, key=key, yaml_path=yaml_path)
-            splits[key] = [(f, mask_path(f)) for f in files]
+    splits = pair_splits(doc, root=root, yaml_path=yaml_path, partner=mask_path)
     return SemanticDataConfig(root=root.resolve(), train=splits["train"], val=splits["val"],
                               test=splits.get("test", []), names=names, nc=len(names), ignore_index=int(ignore),
                               yaml_path=yaml_path)
@@ -159,20 +145,13 @@ def read_mask(path: Path, *, nc: int, ignore_index: int, hw: tuple[int, int] | N
     return m
 
 
-def _image_hw(path: Path) -> tuple[int, int]:
-    from PIL import Image
-
-    try:
-        with Image.open(path) as im:  # reads the header only
-            return int(im.size[1]), int(im.size[0])
-    except OSError as e:
-        raise DatasetError(f"image {path} could not be read ({e})") from e
+_image_hw = image_hw  # the old private name
 
 
 def check_masks(pairs: list[tuple[Path, Path]], *, nc: int, ignore_index: int, prefix: str = "") -> None:
     """:func:`read_mask` on every pair (the size compared with the image's header)."""
     for img, mask in pairs:
-        read_mask(mask, nc=nc, ignore_index=ignore_index, hw=_image_hw(img), prefix=prefix)
+        read_mask(mask, nc=nc, ignore_index=ignore_index, hw=image_hw(img), prefix=prefix)
 
 
 def to_labels(m: np.ndarray, nc: int) -> torch.Tensor:
@@ -181,7 +160,7 @@ def to_labels(m: np.ndarray, nc: int) -> torch.Tensor:
     return t.masked_fill_(t >= nc, IGNORE)
 
 
-class SemanticDataset(Dataset):
+class SemanticDataset(MapDataset):
     """(image, mask) pairs -> items (module docstring).
 
     Args:
@@ -196,85 +175,32 @@ class SemanticDataset(Dataset):
                  augment: bool = False, scale: tuple[float, float] = (0.5, 2.0), fliplr: float = 0.5,
                  hsv_h: float = 0.015, hsv_s: float = 0.7, hsv_v: float = 0.4, prefix: str = "",
                  check: bool = True) -> None:
-        if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < 8:
-            raise ConfigError(f"imgsz must be an int >= 8, got {imgsz!r}")
-        self.pairs = [(Path(a), Path(b)) for a, b in pairs]
-        self.imgsz, self.nc, self.ignore_index, self.augment = imgsz, int(nc), int(ignore_index), augment
-        self.scale, self.fliplr, self.hsv, self.prefix = scale, fliplr, (hsv_h, hsv_s, hsv_v), prefix
+        super().__init__(pairs, imgsz=imgsz, prefix=prefix)
+        self.nc, self.ignore_index, self.augment = int(nc), int(ignore_index), augment
+        self.scale, self.fliplr, self.hsv = scale, fliplr, (hsv_h, hsv_s, hsv_v)
         if check:
             check_masks(self.pairs, nc=self.nc, ignore_index=self.ignore_index, prefix=prefix)
-        self._state = torch.zeros(2, dtype=torch.int64).share_memory_()  # epoch, seed (reach workers)
-
-    # the trainer's dataset interface (shared with the detection and classification datasets)
-    def set_epoch(self, epoch: int) -> None:
-        self._state[0] = int(epoch)
-
-    def set_seed(self, seed: int) -> None:
-        self._state[1] = int(seed)
-
-    @property
-    def mosaic_enabled(self) -> bool:
-        return False
-
-    def close_mosaic(self) -> None:
-        """No mosaic for semantic segmentation."""
-
-    def __len__(self) -> int:
-        return len(self.pairs)
 
     def _read(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         img_path, mask_file = self.pairs[i]
-        bgr = cv2.imread(str(img_path), cv2.IMREAD_COLOR)
-        if bgr is None:
-            raise DatasetError(f"{self.prefix}image {img_path} could not be read (missing or not an image)")
-        m = read_mask(mask_file, nc=self.nc, ignore_index=self.ignore_index, hw=bgr.shape[:2], prefix=self.prefix)
-        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), m
+        img = read_rgb(img_path, self.prefix)
+        m = read_mask(mask_file, nc=self.nc, ignore_index=self.ignore_index, hw=img.shape[:2], prefix=self.prefix)
+        return img, m
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         img, m = self._read(i)
         if self.augment:
-            return self._train_item(i, img, m)
-        from ..ops.letterbox import letterbox
-
-        boxed, p = letterbox(torch.from_numpy(img).permute(2, 0, 1), (self.imgsz, self.imgsz))
-        nh, nw = p.new_shape
-        small = cv2.resize(m, (nw, nh), interpolation=cv2.INTER_NEAREST) if (nh, nw) != m.shape else m
-        mask = torch.full((self.imgsz, self.imgsz), IGNORE, dtype=torch.int64)
-        left, top = int(p.pad[0]), int(p.pad[1])
-        mask[top:top + nh, left:left + nw] = to_labels(small, self.nc)
+            img, m = scale_crop_pair(img, m, self._rng(i), size=self.imgsz, scale=self.scale, fill=self.ignore_index,
+                                     hsv=self.hsv, fliplr=self.fliplr)
+            return {"img": hwc_to_tensor(img), "mask": to_labels(np.ascontiguousarray(m), self.nc),
+                    "im_file": str(self.pairs[i][0])}
+        boxed, mask, p = letterbox_pair(img, m, self.imgsz, fill=IGNORE, dtype=torch.int64,
+                                        convert=lambda small: to_labels(small, self.nc))
         return {"img": boxed, "mask": mask, "ori_mask": to_labels(m, self.nc), "ori_shape": tuple(m.shape),
                 "ratio_pad": (p.ratio, p.pad), "im_file": str(self.pairs[i][0])}
-
-    def _train_item(self, i: int, img: np.ndarray, m: np.ndarray) -> dict[str, Any]:
-        from .augment import hsv_jitter
-
-        s = self.imgsz
-        rng = np.random.default_rng([int(self._state[1]), int(self._state[0]), i])
-        h, w = m.shape
-        r = s / max(h, w) * rng.uniform(*self.scale)
-        nh, nw = max(1, round(h * r)), max(1, round(w * r))
-        img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
-        m = cv2.resize(m, (nw, nh), interpolation=cv2.INTER_NEAREST)
-        canvas = np.full((max(s, nh), max(s, nw), 3), 114, np.uint8)
-        labels = np.full(canvas.shape[:2], self.ignore_index, m.dtype)
-        oy, ox = int(rng.integers(0, canvas.shape[0] - nh + 1)), int(rng.integers(0, canvas.shape[1] - nw + 1))
-        canvas[oy:oy + nh, ox:ox + nw], labels[oy:oy + nh, ox:ox + nw] = img, m
-        cy, cx = int(rng.integers(0, canvas.shape[0] - s + 1)), int(rng.integers(0, canvas.shape[1] - s + 1))
-        img, m = canvas[cy:cy + s, cx:cx + s], labels[cy:cy + s, cx:cx + s]
-        img = hsv_jitter(np.ascontiguousarray(img), rng, h=self.hsv[0], s=self.hsv[1], v=self.hsv[2])
-        if rng.random() < self.fliplr:
-            img, m = img[:, ::-1], m[:, ::-1]
-        return {"img": torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).contiguous(),
-                "mask": to_labels(np.ascontiguousarray(m), self.nc), "im_file": str(self.pairs[i][0])}
 
 
 def collate_semantic(items: list[dict[str, Any]]) -> dict[str, Any]:
     """Stack items: ``img`` Tensor[B, 3, S, S] uint8, ``mask`` Tensor[B, S, S] int64; the per-image
     ``ori_mask`` / ``ori_shape`` / ``ratio_pad`` (validation) and ``im_file`` as lists."""
-    out: dict[str, Any] = {"img": torch.stack([it["img"] for it in items]),
-                           "mask": torch.stack([it["mask"] for it in items]),
-                           "im_file": [it["im_file"] for it in items]}
-    for key in ("ori_mask", "ori_shape", "ratio_pad"):
-        if key in items[0]:
-            out[key] = [it[key] for it in items]
-    return out
+    return collate_maps(items, stack=("img", "mask"), optional=("ori_mask", "ori_shape", "ratio_pad"))

@@ -106,6 +106,7 @@ class Results(MapsMixin):
         masks: Any = None,
         keypoints: Any = None,
         prompts: dict[str, Any] | None = None,  # prompt task: :mod:`.prompts_io`
+        texts: Any = None,  # ocr task: a :class:`~.ocr_io.Texts`
         speed: dict[str, float] | None = None,
         frame: int | None = None,
     ) -> None:
@@ -130,8 +131,9 @@ class Results(MapsMixin):
         self.masks: Any = None  # a libreyolo.engine.masks.Masks
         self.keypoints: Any = None  # a libreyolo.engine.keypoints.Keypoints
         self.prompts: dict[str, Any] | None = prompts  # points / labels / boxes in original pixels
+        self.texts: Any = None  # a libreyolo.engine.ocr_io.Texts
         self.update(boxes=boxes, probs=probs, semantic=semantic, depth=depth, alpha=alpha, points=points,
-                    restored=restored, masks=masks, keypoints=keypoints)
+                    restored=restored, masks=masks, keypoints=keypoints, texts=texts)
         self.save_path: Path | None = None  # the file the last save() wrote
         self.depth_path: Path | None = None  # the file the last save_depth() wrote
         self.alpha_path: Path | None = None  # the mask PNG the last save_alpha() wrote
@@ -141,7 +143,7 @@ class Results(MapsMixin):
                semantic: Tensor | np.ndarray | None = None, depth: Tensor | np.ndarray | None = None,
                alpha: Tensor | np.ndarray | None = None,
                points: Tensor | np.ndarray | None = None, restored: Tensor | np.ndarray | None = None,
-               masks: Any = None, keypoints: Any = None) -> Results:
+               masks: Any = None, keypoints: Any = None, texts: Any = None) -> Results:
         """Replace the given fields in place (the others are kept) and return ``self``.
 
         Example:
@@ -160,15 +162,15 @@ class Results(MapsMixin):
         if probs is not None:
             self.probs = probs if isinstance(probs, Probs) else Probs(probs)
         checked = check_maps(self.orig_shape, semantic=semantic, depth=depth, alpha=alpha, points=points,
-                             restored=restored, masks=masks, keypoints=keypoints)
+                             restored=restored, masks=masks, keypoints=keypoints, texts=texts)
         for name, value in checked.items():  # the map fields given, validated (results_kinds.check_maps)
             setattr(self, name, value)
         return self
 
     # ------------------------------------------------------------------ container
     def __len__(self) -> int:
-        if self.boxes is None and self.points is not None:
-            return len(self.points)
+        if self.boxes is None and (self.points is not None or self.texts is not None):
+            return len(self.points if self.points is not None else self.texts)
         return len(self.boxes) if self.boxes is not None else 0
 
     def __getitem__(self, idx: Any) -> Results:
@@ -190,8 +192,8 @@ class Results(MapsMixin):
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
             "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
-            "depth": self.depth, "depth_kind": self.depth_kind, "alpha": self.alpha, "points": self.points, "restored": self.restored, "masks": self.masks,
-            "keypoints": self.keypoints,
+            "depth": self.depth, "depth_kind": self.depth_kind, "alpha": self.alpha, "points": self.points,
+            "restored": self.restored, "masks": self.masks, "keypoints": self.keypoints, "texts": self.texts,
         }
         kwargs.update(fields)
         return Results(**kwargs)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from .results import Results
 
-ORDER = ("alpha", "depth", "restored", "semantic", "points")
+ORDER = ("alpha", "depth", "restored", "semantic", "points", "texts")
 
 
 def check_maps(orig_shape: tuple[int, int], **fields: Any) -> dict[str, Any]:
@@ -55,6 +55,9 @@ def check_maps(orig_shape: tuple[int, int], **fields: Any) -> dict[str, Any]:
         elif name == "keypoints":
             from .keypoints import as_keypoints
             out[name] = as_keypoints(value, orig_shape)
+        elif name == "texts":
+            from .ocr_io import check_texts
+            out[name] = check_texts(value)
         else:
             raise TypeError(f"unknown result field {name!r}")
     return out
@@ -93,6 +96,9 @@ def kind_verbose(r: Results) -> str | None:
     if kind == "points":
         from .points_io import points_verbose
         return points_verbose(r)
+    if kind == "texts":
+        from .ocr_io import texts_verbose
+        return texts_verbose(r)
     return None
 
 
@@ -114,6 +120,9 @@ def kind_summary(r: Results, *, normalize: bool, decimals: int) -> list[dict[str
     if kind == "points":
         from .points_io import points_summary
         return points_summary(r, normalize=normalize, decimals=decimals)
+    if kind == "texts":
+        from .ocr_io import texts_summary
+        return texts_summary(r, normalize=normalize, decimals=decimals)
     return None
 
 
@@ -135,4 +144,7 @@ def kind_plot(r: Results, *, labels: bool, conf: bool, line_width: int | None) -
     if kind == "points":
         from .points_io import plot_points
         return plot_points(r, labels=labels, conf=conf, line_width=line_width)
+    if kind == "texts":
+        from .ocr_io import plot_texts
+        return plot_texts(r, labels=labels, conf=conf, line_width=line_width)
     return None

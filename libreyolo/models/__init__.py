@@ -7,20 +7,24 @@ from .clip.family import CLIP
 from .convnext.family import ConvNeXt
 from .deformable_detr.family import DeformableDETR
 from .deim.family import DEIM
+from .deimv2.family import DEIMv2
 from .deit.family import DeiT
 from .depth_anything.family import DepthAnythingV2
 from .depth_anything3.family import DepthAnything3
 from .dfine.family import DFINE
+from .rtdetrv4.family import RTDETRv4
 from .dino_detr.family import DINODETR
 from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
 from .esrgan.family import ESRGAN
 from .fomo.family import FOMO
+from .lw_detr.family import LWDETR
 from .mobilenetv4.family import MobileNetV4
 from .nafnet.family import NAFNet
 from .picodet.family import PicoDet
 from .pidnet.family import PIDNet
 from .resnet.family import ResNet
+from .rf_detr.family import RFDETR
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
 from .rtmdet.family import RTMDet
@@ -45,6 +49,7 @@ from .yolonas_pose.family import YOLONASPose
 from .yolox.family import YOLOX
 from .sam.family import SAM
 from .mobilesam.family import MobileSAM
+from .ppocr.family import PPOCR
 
 register_family(YOLO9)
 register_family(YOLO9P2)
@@ -57,6 +62,8 @@ register_family(RTDETR)
 register_family(RTDETRv2)
 register_family(DFINE)
 register_family(DEIM)
+register_family(DEIMv2)
+register_family(RTDETRv4)
 register_family(ResNet)
 register_family(ConvNeXt)
 register_family(MobileNetV4)
@@ -82,6 +89,8 @@ register_family(DeformableDETR)
 register_family(RTMDetIns)
 register_family(YOLONASPose)
 register_family(DINODETR)
+register_family(LWDETR)
+register_family(RFDETR)
 register_family(SAM)
 register_family(MobileSAM)
 register_family(YOLO3)
@@ -89,3 +98,4 @@ register_family(YOLO4)
 register_family(YOLO2)
 register_family(YOLO1)
 register_family(BiRefNet)
+register_family(PPOCR)

@@ -25,6 +25,7 @@ from .classify import ClassifyTask
 from .depth import DepthTask
 from .detect import DetectTask
 from .matte import MatteTask
+from .ocr import OcrTask
 from .point import PointTask
 from .pose import PoseTask
 from .prompt import PromptTask
@@ -35,12 +36,13 @@ from .semantic import SemanticTask
 __all__ = ["Task", "get_task", "task_of", "TASKS"]
 
 TASKS: dict[str, Task] = {t.name: t for t in (DetectTask(), ClassifyTask(), SemanticTask(), SegmentTask(), DepthTask(),
-                                                PointTask(), RestoreTask(), PoseTask(), PromptTask(), MatteTask())}
+                                                PointTask(), RestoreTask(), PoseTask(), PromptTask(), MatteTask(),
+                                                OcrTask())}
 
 
 def get_task(name: str) -> Task:
     """The task object named ``name`` (``"detect"``, ``"classify"``, ``"semantic"``, ``"segment"``, ``"depth"``,
-    ``"point"``, ``"restore"``, ``"pose"``, ``"prompt"``, ``"matte"``)."""
+    ``"point"``, ``"restore"``, ``"pose"``, ``"prompt"``, ``"matte"``, ``"ocr"``)."""
     try:
         return TASKS[name]
     except KeyError:

@@ -33,6 +33,8 @@ class Task:
     scans_labels: ClassVar[bool] = False  # building the training set scans and caches label files
     drop_partial_batch: ClassVar[bool] = False  # the training loader drops a last partial batch
     val_losses: ClassVar[bool] = False  # validation also reports the training criterion's losses
+    # the validation metrics results.csv logs as metrics/<key> columns, in this order (those present)
+    metric_keys: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ prediction
     def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,
@@ -103,3 +105,88 @@ def ndarray(x: Any) -> np.ndarray:
     import numpy as np
 
     return x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
+class LetterboxTask(Task):
+    """A task whose network input is the detection letterbox (:mod:`.detect.preprocess`: aspect
+    kept, 114 grey padding, a single image at the smallest stride-multiple rectangle with
+    ``rect=True``; on CUDA a BGR batch has its channels swapped on the device)."""
+
+    def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,
+                   channels_last: bool, rect: bool, stride: int) -> tuple[Tensor, list[Any]]:
+        from .detect import _pixels
+        from .detect.preprocess import preprocess
+
+        pixels, in_bgr = _pixels(items, device)
+        return preprocess(pixels, imgsz, device, dtype=dtype, channels_last=channels_last, rect=rect,
+                          stride=stride, bgr=in_bgr)
+
+
+def augment_options(train_cfg: Any, keys: tuple[str, ...], *, jitter_scale: bool = False) -> dict[str, Any]:
+    """The trainer's augmentation values ``keys`` (those ``train_cfg`` has) as dataset options;
+    with ``jitter_scale`` its ``scale`` too, as the range ``(max(0.1, 1 - scale), 1 + scale)``.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> augment_options(SimpleNamespace(fliplr=0.5, scale=0.25), ("fliplr", "hsv_h"), jitter_scale=True)
+        {'fliplr': 0.5, 'scale': (0.75, 1.25)}
+    """
+    if train_cfg is None:
+        return {}
+    options = {k: getattr(train_cfg, k) for k in keys if hasattr(train_cfg, k)}
+    if jitter_scale and hasattr(train_cfg, "scale"):
+        options["scale"] = (max(0.1, 1.0 - float(train_cfg.scale)), 1.0 + float(train_cfg.scale))
+    return options
+
+
+def run_defaults(project: str, explicit: set[str], family_imgsz: int | None = None) -> dict[str, Any]:
+    """What :meth:`Task.train_defaults` returns for the usual task: ``project`` (and the family's
+    ``imgsz`` when given) unless the user set them (``explicit``).
+
+    Example:
+        >>> run_defaults("runs/depth", {"project"}, 518)
+        {'imgsz': 518}
+    """
+    changes: dict[str, Any] = {}
+    if family_imgsz is not None and "imgsz" not in explicit:
+        changes["imgsz"] = int(family_imgsz)
+    if "project" not in explicit:
+        changes["project"] = project
+    return changes
+
+
+class TaskMetrics(dict):
+    """Base of a task's validation result: the headline numbers as a dict, with attached
+    ``speed`` (ms per image by stage), ``save_dir`` and the validation ``losses``; ``to_dict`` /
+    ``to_json`` give them JSON-ready, with a subclass's :meth:`details` between the metrics and
+    the speed.
+
+    Example:
+        >>> m = TaskMetrics({"fitness": 0.5})
+        >>> m.to_json(indent=None)
+        '{"metrics": {"fitness": 0.5}, "speed": {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0}, "losses": {}, "save_dir": null}'
+    """
+
+    def __init__(self, values: dict[str, float], *, speed: dict[str, float] | None = None,
+                 save_dir: Any = None, losses: dict[str, float] | None = None) -> None:
+        super().__init__(values)
+        self.speed = dict(speed or {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0})
+        self.save_dir = save_dir
+        self.losses = dict(losses or {})
+
+    def details(self) -> dict[str, Any]:
+        """What a subclass adds to :meth:`to_dict` (per-class tables, ...); JSON-ready."""
+        return {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as JSON-ready Python types."""
+        return {"metrics": {k: float(v) for k, v in self.items()}, **self.details(),
+                "speed": {k: float(v) for k, v in self.speed.items()},
+                "losses": {k: float(v) for k, v in self.losses.items()},
+                "save_dir": str(self.save_dir) if self.save_dir is not None else None}
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """:meth:`to_dict` as a JSON string."""
+        import json
+
+        return json.dumps(self.to_dict(), indent=indent)

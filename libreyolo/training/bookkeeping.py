@@ -99,14 +99,13 @@ def loss_row(*, epoch: int, names: tuple[str, ...], losses: Tensor) -> dict[str,
 
 
 def epoch_row(*, epoch: int, names: tuple[str, ...], losses: Tensor, metrics: dict[str, float],
-              optimizer: torch.optim.Optimizer, train_s: float, n_images: int) -> dict[str, float]:
-    """One ``results.csv`` row: training losses, validation metrics and losses, learning rates,
-    epoch time and throughput."""
+              metric_keys: tuple[str, ...], optimizer: torch.optim.Optimizer, train_s: float,
+              n_images: int) -> dict[str, float]:
+    """One ``results.csv`` row: training losses, validation metrics (``metrics/<key>`` for each of
+    the task's ``metric_keys`` that ``metrics`` holds, :attr:`~libreyolo.tasks.base.Task.metric_keys`)
+    and losses, learning rates, epoch time and throughput."""
     row = loss_row(epoch=epoch, names=names, losses=losses)
-    for k in ("precision", "recall", "mAP50", "mAP50-95", "mask_mAP50", "mask_mAP50-95", "kpt_mAP50", "kpt_mAP50-95", "top1", "top5", "mIoU",
-              "aAcc", "mAcc", "abs_rel", "rmse", "delta1", "psnr", "ssim", "iou", "mae", "fmeasure", "smeasure"):
-        if k in metrics:
-            row[f"metrics/{k}"] = metrics[k]
+    row.update({f"metrics/{k}": metrics[k] for k in metric_keys if k in metrics})
     row.update({f"val/{n}_loss": v for n, v in getattr(metrics, "losses", {}).items()})
     row.update({f"lr/pg{i}": g["lr"] for i, g in enumerate(optimizer.param_groups)})
     row["time/epoch_s"] = train_s

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OptimizerName = Literal["auto", "SGD", "AdamW"]
-# training sizes are rounded up to a multiple of this (the largest stride of the detection families)
+# the rounding multiple of a training size without a model (the largest stride of the detection families)
 MAX_STRIDE = 32
 AmpDtype = Literal["float16", "bfloat16"]
 
@@ -35,17 +35,18 @@ AUGMENT_KEYS = ("mosaic", "mixup", "degrees", "translate", "scale", "shear", "pe
 
 
 def imgsz_multiple(model: Any) -> int:
-    """What a training ``imgsz`` is rounded up to for ``model``: 32 (every stride of the built-in
-    detectors divides it), or the model's own stride where it does not divide 32 (DINOv2's
-    14-pixel patches: 518 stays 518, which 32 would make 544 and then no whole number of patches).
+    """What a training ``imgsz`` is rounded up to for ``model``: its own stride, as prediction
+    rounds (``check_imgsz(..., stride=model.stride)``): 32 for the detectors, DINOv2's 14-pixel
+    patches (518 stays 518, which 32 would make 544 and then no whole number of patches), 16 for
+    NAFNet and the ViTs, 1 for ESRGAN and SwinIR (any size); 32 without a model.
 
     Example:
         >>> class P14: stride = 14
-        >>> imgsz_multiple(P14()), imgsz_multiple(None)
-        (14, 32)
+        >>> class Any1: stride = 1
+        >>> imgsz_multiple(P14()), imgsz_multiple(Any1()), imgsz_multiple(None)
+        (14, 1, 32)
     """
-    stride = int(getattr(model, "stride", MAX_STRIDE) or MAX_STRIDE)
-    return MAX_STRIDE if MAX_STRIDE % stride == 0 else stride
+    return int(getattr(model, "stride", MAX_STRIDE) or MAX_STRIDE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,8 +165,7 @@ class TrainConfig:
         """Validate ``overrides`` (unknown keys raise :class:`ConfigError` with a suggestion).
 
         Values are coerced to the field types and ``imgsz`` is rounded up to a multiple of
-        ``multiple`` (32; a model's own stride where 32 is not a multiple of it:
-        :func:`imgsz_multiple`).
+        ``multiple`` (32; the model's own stride: :func:`imgsz_multiple`).
 
         Example:
             >>> cfg = TrainConfig.from_overrides({"epochs": "5", "imgsz": 100, "cos_lr": "true"})
@@ -180,7 +180,7 @@ class TrainConfig:
         imgsz = values.get("imgsz")
         if isinstance(imgsz, int) and imgsz >= 1 and imgsz % multiple:
             rounded = max(math.ceil(imgsz / multiple), 1) * multiple
-            logger.warning("imgsz=%d is not a multiple of the largest stride %d: training at imgsz=%d",
+            logger.warning("imgsz=%d is not a multiple of the model's stride %d: training at imgsz=%d",
                            imgsz, multiple, rounded)
             values["imgsz"] = rounded
         cfg = cls(**values)
@@ -211,7 +211,7 @@ class TrainConfig:
             raise ConfigError(f"multi_scale must be 0 (off) or a fraction in (0, 1) of imgsz, e.g. 0.5 for sizes "
                               f"in [imgsz*0.5, imgsz*1.5], got {self.multi_scale}")
         if self.imgsz % multiple:  # from_overrides rounds; a directly built config must be right
-            raise ConfigError(f"imgsz must be a multiple of {multiple} (the largest stride), got {self.imgsz}")
+            raise ConfigError(f"imgsz must be a multiple of {multiple} (the model's stride), got {self.imgsz}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types only (safe for yaml and ``torch.load(weights_only=True)``).
@@ -305,7 +305,7 @@ TRAIN_HELP: dict[str, str] = {
     "data": "dataset: a YOLO yaml, a COCO folder or yaml with <split>_json keys, an ImageFolder root, "
             "or a built-in name (shapes, shapes-cls)",
     "epochs": "training epochs", "batch": "images per batch (the total over all GPUs under DDP)",
-    "imgsz": "square training size in pixels (rounded up to a multiple of 32)",
+    "imgsz": "square training size in pixels (rounded up to a multiple of the model's stride, 32 for the detectors)",
     "device": "cpu, 0, cuda:1, or 0,1,2,3 for DDP (one process per GPU)",
     "world_size": "DDP processes (0 = one per listed device; with device=cpu for CPU DDP)",
     "sync_bn": "DDP: BatchNorm statistics over the global batch", "workers": "data loader processes (capped to the CPUs)",

@@ -48,6 +48,61 @@ def _default_arch(model: Any, key: str) -> Any:
     return getattr(model, key, None)
 
 
+def _shapes(net: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in net.state_dict().items()}
+
+
+def _built_shapes(model: Family, arch: dict[str, Any]) -> tuple[type, dict[str, tuple[int, ...]]]:
+    """(class, parameter shapes) of the family's own build of ``model``'s size, class count and
+    ``arch`` (on the meta device: no memory; on the CPU where a build needs data)."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            ref = model.build_net(size=model.size, nc=model.nc, task=model.task, **arch)
+    except Exception:  # noqa: BLE001 - a build that reads tensor data (SegFormer) cannot run on meta
+        ref = model.build_net(size=model.size, nc=model.nc, task=model.task, **arch)
+    return type(ref), _shapes(ref)
+
+
+def _rebuilt_net(model: Family, *, nc: int, arch: dict[str, Any], want: dict[str, Any]) -> tuple[Any, str | None]:
+    """(``model``'s network rebuilt for ``nc`` classes and the ``want`` architecture options, the
+    class name of a custom network or ``None``).
+
+    A network that is the family's build of its size (same class, parameter names and shapes) is
+    built again by the family. Any other (a narrower config, another width, set as ``model.net``)
+    is rebuilt by its own class from its constructor arguments, each read from the attribute of
+    the same name (``EncoderDecoderDetector(cfg=..., nc=...)``), after checking that they give back
+    the network as it is; a network they do not describe is refused (the family's full-size build
+    would silently replace it)."""
+    import inspect
+
+    import torch
+
+    net = model.net
+    kind, shapes = _built_shapes(model, arch)
+    if type(net) is kind and _shapes(net) == shapes:
+        return model.build_net(size=model.size, nc=nc, task=model.task, **{**arch, **want}), None
+    cls = type(net)
+    params = {p.name for p in inspect.signature(cls.__init__).parameters.values()
+              if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    refuse = ConfigError(f"the model's network is a custom {cls.__name__}, not the built-in {model.FAMILY}-"
+                         f"{model.size}, and its constructor arguments are not all attributes of it, so it cannot "
+                         f"be rebuilt with {nc} classes; build it with nc={nc} before training")
+    if "nc" not in params or not all(hasattr(net, k) for k in params - {"nc"}) or not set(want) <= params:
+        raise refuse
+    kw = {k: getattr(net, k) for k in params - {"nc"}}
+    try:
+        with torch.device("meta"):
+            same = _shapes(cls(**kw, nc=model.nc)) == _shapes(net)
+        rebuilt = cls(**{**kw, **want}, nc=nc) if same else None
+    except Exception as e:  # noqa: BLE001 - an attribute that is not the constructor argument
+        raise refuse from e
+    if rebuilt is None:
+        raise refuse
+    return rebuilt, cls.__name__
+
+
 class DataSetup:
     """Datasets and loaders of one run (see the module docstring).
 
@@ -92,19 +147,22 @@ class DataSetup:
         arch = dict(getattr(m, "arch", {}))
         want = self.task.data_arch(d)  # e.g. a pose dataset's keypoint count
         changed = {k: v for k, v in want.items() if arch.get(k, _default_arch(m, k)) != v}
-        if changed and nc == m.nc:
-            logger.warning("%s asks %s of the model: rebuilding %s-%s and keeping every weight of matching shape",
-                           self.cfg.data, changed, m.FAMILY, m.size)
-        if nc != m.nc:
-            logger.warning("the model has %d classes but %s has %d%s: rebuilding %s-%s with %d classes and keeping "
+        if not (nc != m.nc or changed):
+            m.names = names
+            return
+        new, own = _rebuilt_net(m, nc=nc, arch=arch, want=want)
+        net = f"{m.FAMILY}-{m.size}" if own is None else f"its own {own} network (not the built-in {m.FAMILY}-{m.size})"
+        if nc == m.nc:
+            logger.warning("%s asks %s of the model: rebuilding %s and keeping every weight of matching shape",
+                           self.cfg.data, changed, net)
+        else:
+            logger.warning("the model has %d classes but %s has %d%s: rebuilding %s with %d classes and keeping "
                            "every weight of matching shape", m.nc, self.cfg.data, nc,
-                           " (single_cls)" if self.cfg.single_cls else "", m.FAMILY, m.size, nc)
-        if nc != m.nc or changed:
-            new = m.build_net(size=m.size, nc=nc, task=m.task, **{**arch, **want})
-            own = new.state_dict()
-            keep = {k: v for k, v in m.net.state_dict().items() if k in own and own[k].shape == v.shape}
-            new.load_state_dict(keep, strict=False)
-            m.net, m.nc = new, nc
+                           " (single_cls)" if self.cfg.single_cls else "", net, nc)
+        own_sd = new.state_dict()
+        keep = {k: v for k, v in m.net.state_dict().items() if k in own_sd and own_sd[k].shape == v.shape}
+        new.load_state_dict(keep, strict=False)
+        m.net, m.nc = new, nc
         m.names = names
 
     def _split_batch(self) -> None:
@@ -181,10 +239,11 @@ class DataSetup:
                                                  seed=cfg.seed, pin_memory=pin, sampler=self.train_sampler,
                                                  drop_last=drop, collate_fn=task.collate)
         if cfg.multi_scale:
-            from .config import MAX_STRIDE
+            from .config import imgsz_multiple
             from .scales import MultiScale
 
-            self.multi_scale = MultiScale(imgsz=cfg.imgsz, fraction=cfg.multi_scale, seed=cfg.seed, stride=MAX_STRIDE)
+            self.multi_scale = MultiScale(imgsz=cfg.imgsz, fraction=cfg.multi_scale, seed=cfg.seed,
+                                          stride=imgsz_multiple(self.model))
             if self.is_main:
                 logger.info("multi_scale=%g: each batch trains at one of %s px (seeded per batch)", cfg.multi_scale,
                             ", ".join(map(str, self.multi_scale.buckets)))

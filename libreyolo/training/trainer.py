@@ -313,7 +313,8 @@ class Trainer:
             self.last_metrics = metrics
             self._save(epoch, metrics, best=improved)
             row = bk.epoch_row(epoch=epoch, names=self._loss_names(), losses=losses, metrics=metrics,
-                               optimizer=self.optimizer, train_s=train_s, n_images=len(data.train_ds))
+                               metric_keys=data.task.metric_keys, optimizer=self.optimizer, train_s=train_s,
+                               n_images=len(data.train_ds))
             row.update(self.stages.seconds)  # time/val_s, time/save_s
             assert self.results is not None  # rank 0
             self.results.log(row)

@@ -14,7 +14,8 @@ from libreyolo.registry import families, parse_weights_name
 
 PKG = Path(__file__).resolve().parents[2] / "libreyolo"
 FAMS = sorted(families().items())
-KNOWN_TASKS = {"detect", "classify", "segment", "pose", "semantic", "depth", "point", "restore", "prompt", "matte"}
+KNOWN_TASKS = {"detect", "classify", "segment", "pose", "semantic", "depth", "point", "restore", "prompt", "matte",
+               "ocr"}
 
 
 @pytest.mark.parametrize("name,fam", FAMS, ids=[n for n, _ in FAMS])
@@ -26,7 +27,8 @@ def test_class_declarations(name: str, fam: type) -> None:
     if not fam.SUPPORTS_TRAIN_CUDA_GRAPH:
         assert fam.TRAIN_CUDA_GRAPH_REASON.strip()
     suffix = {"detect": "", "classify": "-cls", "segment": "-seg", "pose": "-pose", "semantic": "-sem", "depth": "-depth",
-              "point": "-point", "restore": "-restore", "prompt": "-prompt", "matte": "-matte"}
+              "point": "-point", "restore": "-restore", "prompt": "-prompt", "matte": "-matte",
+              "ocr": "-ocr"}
     for size in fam.SIZES:
         assert parse_weights_name(f"Libre{fam.NAME_TOKEN}{size}.pt").family == name
         for task in fam.TASKS:
@@ -42,12 +44,16 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
     raw = model.eager_forward(x)
     outs = raw if isinstance(raw, (list, tuple)) else [raw]
     assert all(torch.isfinite(o).all() for o in outs)
-    if fam.OUTPUT_NAMES:
+    if fam.OUTPUT_NAMES and fam.OUTPUT_KIND != "ocr":  # ocr: OUTPUT_NAMES name the exported detector alone
         assert len(fam.OUTPUT_NAMES) == len(outs)
     dets = model.postprocess(raw, conf=0.0, iou=0.7, classes=None, max_det=10, agnostic=False)
     assert fam.OUTPUT_KIND in {"boxes", "probs", "semantic", "depth", "points", "restore", "masks", "keypoints",
-                               "prompt", "matte"}
-    if fam.OUTPUT_KIND == "prompt":  # promptable: the default prompt's mask logits at the input size + its IoU score
+                               "prompt", "matte", "ocr"}
+    if fam.OUTPUT_KIND == "ocr":  # text: the detector's map at the input size, then regions + strings per image
+        assert outs[0].shape == (1, 1, 64, 64) and len(outs) == 5 and outs[4].ndim == 3
+        assert len(dets) == 1 and dets[0]["polygons"].shape[1:] == (4, 2)
+        assert len(dets[0]["texts"]) == len(dets[0]["polygons"]) == len(dets[0]["scores"])
+    elif fam.OUTPUT_KIND == "prompt":  # promptable: the default prompt's mask logits at the input size + its IoU score
         assert outs[0].ndim == 5 and outs[0].shape[:3] == (1, 1, 1) and model.nc == 1
         assert len(dets) == 1 and dets[0]["masks"].shape == (1, 64, 64) and dets[0]["scores"].shape == (1,)
     elif fam.OUTPUT_KIND == "depth":  # per image Tensor[h, w] float32 at the input's stride multiple (no classes)

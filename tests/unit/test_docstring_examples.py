@@ -39,7 +39,7 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.tasks.restore.scoring", "libreyolo.engine.restore_io", "libreyolo.data.restore",
            "libreyolo.data.shapes_restore", "libreyolo.models._base.restore", "libreyolo.models.nafnet.nn",
            "libreyolo.models.nafnet.convert", "libreyolo.models.esrgan.nn", "libreyolo.models.esrgan.convert",
-           "libreyolo.convert.basicsr",
+           "libreyolo.convert.basicsr", "libreyolo.models._base.registry",
            "libreyolo.data.segment", "libreyolo.data.shapes_seg",
            "libreyolo.engine.masks", "libreyolo.tasks.segment.masks", "libreyolo.tasks.segment.scoring",
            "libreyolo.models.yolo9_seg.nn", "libreyolo.models.yolo9_seg.postprocess",
@@ -56,6 +56,7 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.models.yolo9_pose.postprocess", "libreyolo.models.yolo9_pose.loss",
            "libreyolo.models.yolo9_pose.convert",
            "libreyolo.models._gelan.pose", "libreyolo.models._yolonas.convert", "libreyolo.models._yolonas.variants",
+           "libreyolo.models.deimv2.nn", "libreyolo.models._detr.deimv2_convert", "libreyolo.models.rtdetrv4.nn",
            "libreyolo.models.yolonas_pose.nn", "libreyolo.models.yolonas_pose.postprocess",
            "libreyolo.models.yolonas_pose.family",
            "libreyolo.tasks.prompt", "libreyolo.tasks.prompt.scoring", "libreyolo.engine.prompts_io",
@@ -65,6 +66,11 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.tasks.matte.metrics", "libreyolo.tasks.matte.scoring", "libreyolo.engine.matte_io",
            "libreyolo.data.matte", "libreyolo.data.shapes_matte", "libreyolo.models._base.matte",
            "libreyolo.models.birefnet.nn", "libreyolo.models.birefnet.convert", "libreyolo.layers.deform_conv",
+           "libreyolo.data.maps", "libreyolo.tasks.base", "libreyolo.models._base.convert_rules",
+           "libreyolo.tasks.ocr.scoring", "libreyolo.engine.ocr_io",
+           "libreyolo.data.ocr", "libreyolo.data.shapes_ocr", "libreyolo.models.ppocr.postprocess",
+           "libreyolo.models.ppocr.loss", "libreyolo.models.ppocr.charset", "libreyolo.models.ppocr.nn",
+           "libreyolo.models._vit.windowed", "libreyolo.models._detr.lwdetr",
            "libreyolo.models.depth_anything3.metric")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"

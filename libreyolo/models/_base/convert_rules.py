@@ -92,3 +92,22 @@ def base_arch(arch: str) -> str:
     """timm architecture without its pretrained tag or hub prefix: ``timm/resnet18.a1_in1k`` ->
     ``resnet18``."""
     return re.sub(r"^(hf[-_]hub:)?(timm/)?", "", arch.strip()).split(".", 1)[0].lower()
+
+
+KeyRule = tuple[str, Callable[["re.Match[str]"], "str | None"]]
+
+
+def rename_by_rules(k: str, rules: Iterable[KeyRule], *, what: str) -> str:
+    """Our name for reference key ``k``: the first rule ``(pattern, build)`` whose pattern matches
+    all of ``k`` and whose ``build(match)`` gives a name (``None``: the rule passes ``k`` on);
+    a :class:`CheckpointError` naming ``k`` and ``what`` (the reference) when none does.
+
+    Example:
+        >>> rules = [(r"fc\\.(\\w+)", lambda m: f"head.{m[1]}")]
+        >>> rename_by_rules("fc.bias", rules, what="a demo net")
+        'head.bias'
+    """
+    for pattern, build in rules:
+        if (m := re.fullmatch(pattern, k)) and (name := build(m)) is not None:
+            return name
+    raise CheckpointError(f"reference key {k!r} is not part of {what} this converter knows.")

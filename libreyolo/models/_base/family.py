@@ -88,7 +88,9 @@ class Family:
         if task is None:  # the family's first task ("detect" for detection families)
             task = self.TASKS[0]
         if task not in self.TASKS:
-            raise ConfigError(f"{self.FAMILY} does not support task {task!r}; tasks: {', '.join(self.TASKS)}")
+            from .registry import task_unsupported
+
+            raise ConfigError(task_unsupported(type(self), task))
         if not isinstance(nc, int) or nc < 1:
             raise ConfigError(f"nc must be a positive int, got {nc!r}")
         self.size = size

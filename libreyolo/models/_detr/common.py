@@ -5,7 +5,7 @@
   :class:`~libreyolo.layers.conv.ConvBNAct` so that ``fuse_modules`` folds it.
 * :func:`rep_vgg`: the 3x3 + 1x1 re-parameterisable block (:class:`RepConvN`) with the same
   BatchNorm settings.
-* :class:`MLP`: a stack of Linear layers with ReLU between them (box heads, query position).
+* :class:`MLP`: a stack of Linear layers with ReLU (or ``act``) between them (box heads, query position).
 * :class:`PosAttention`: multi-head attention whose queries and keys carry a positional
   embedding and whose values do not (``q = k = x + pos``, ``v = x``), parameters laid out as
   ``torch.nn.MultiheadAttention`` (``in_proj_weight``, ``in_proj_bias``, ``out_proj``) so that
@@ -76,20 +76,33 @@ def sincos_2d(h: int, w: int, dim: int, *, temperature: float = 10000.0,
     return emb[None].to(dtype)  # (1, h*w, dim)
 
 
-class MLP(nn.Module):
-    """``num_layers`` Linear layers, ReLU between them. x (Tensor[..., c_in]) -> Tensor[..., c_out]."""
+ACTIVATIONS = {"relu": F.relu, "silu": F.silu, "gelu": F.gelu}
 
-    def __init__(self, c_in: int, hidden: int, c_out: int, *, num_layers: int) -> None:
+
+def activation(name: str):
+    """The elementwise function of ``name`` (relu, silu, gelu)."""
+    if name not in ACTIVATIONS:
+        raise ConfigError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+class MLP(nn.Module):
+    """``num_layers`` Linear layers, ``act`` (ReLU by default; DEIM configs: SiLU) between them.
+    x (Tensor[..., c_in]) -> Tensor[..., c_out]."""
+
+    def __init__(self, c_in: int, hidden: int, c_out: int, *, num_layers: int, act: str = "relu") -> None:
         super().__init__()
         dims = [c_in] + [hidden] * (num_layers - 1) + [c_out]
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True))
+        self.act_name = act
+        self._act = activation(act)
 
     def forward(self, x: Tensor) -> Tensor:
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             x = layer(x)
             if i < last:
-                x = F.relu(x)
+                x = self._act(x)
         return x
 
 

@@ -24,11 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...layers.msda import MSDeformAttn
-from .common import MLP, PosAttention, inverse_sigmoid
+from .common import MLP, PosAttention, activation, inverse_sigmoid
 from .decoder import make_anchors
 from .denoising import DenoisingGroup, build_denoising_group
 from .fdr import LocalizationQuality, distance_to_box, distribution_integral, weighting_function
@@ -77,11 +76,13 @@ class Gate(nn.Module):
 
 
 class FDRDecoderLayer(nn.Module):
-    """Self-attention -> gated deformable cross-attention (no projections) -> FFN (ReLU)."""
+    """Self-attention -> gated deformable cross-attention (no projections) -> FFN (``act``: ReLU
+    in D-FINE, SiLU in DEIM's configs)."""
 
     def __init__(self, dim: int, *, num_heads: int, ffn: int, num_levels: int, num_points: int | Sequence[int],
-                 dropout: float = 0.0) -> None:
+                 dropout: float = 0.0, act: str = "relu") -> None:
         super().__init__()
+        self._act = activation(act)
         self.self_attn = PosAttention(dim, num_heads=num_heads, dropout=dropout)
         self.norm1 = nn.LayerNorm(dim)
         self.cross_attn = MSDeformAttn(embed_dim=dim, num_heads=num_heads, num_levels=num_levels,
@@ -99,7 +100,7 @@ class FDRDecoderLayer(nn.Module):
         """tgt (Tensor[B, Q, D]); ref (Tensor[B, Q, L, 4]); memory (Tensor[B, S, D]) -> Tensor[B, Q, D]."""
         tgt = self.norm1(tgt + self.dropout(self.self_attn(tgt, pos, attn_mask)))
         tgt = self.gateway(tgt, self.dropout(self.cross_attn(tgt + pos, ref, memory, shapes)))
-        y = self.linear2(self.dropout(F.relu(self.linear1(tgt))))
+        y = self.linear2(self.dropout(self._act(self.linear1(tgt))))
         return self.norm3((tgt + self.dropout(y)).clamp(min=-65504, max=65504))
 
 
@@ -109,7 +110,9 @@ class DFineDecoder(nn.Module):
     Args: nc, hidden, num_queries, feat_channels (maps, finest first; a 1x1 conv + BN projects
     a map only when its width differs from ``hidden``), num_points (per level), num_heads,
     num_layers, ffn, eval_idx, num_denoising / label_noise / box_noise, reg_max (32),
-    reg_scale (4), up (0.5).
+    reg_scale (4), up (0.5), act (the FFN and LQE activation) and mlp_act (query-position and box
+    heads): ``"relu"`` in D-FINE, ``"silu"`` in DEIM / RT-DETRv4 (``activation`` / ``mlp_act`` of
+    their ``DFINETransformer`` configs).
 
     forward(feats, dn=None). Eval: (logits Tensor[B, Q, nc], boxes Tensor[B, Q, 4] sigmoid-space
     cxcywh), Q = min(num_queries, S). Train: :class:`FDRTrainOutput`.
@@ -119,7 +122,8 @@ class DFineDecoder(nn.Module):
                  feat_channels: Sequence[int] = (256, 256, 256), num_points: int | Sequence[int] = (3, 6, 3),
                  num_heads: int = 8, num_layers: int = 6, ffn: int = 1024, dropout: float = 0.0,
                  eval_idx: int = -1, num_denoising: int = 100, label_noise: float = 0.5, box_noise: float = 1.0,
-                 reg_max: int = 32, reg_scale: float = 4.0, up: float = 0.5, anchor_eps: float = 1e-2) -> None:
+                 reg_max: int = 32, reg_scale: float = 4.0, up: float = 0.5, anchor_eps: float = 1e-2,
+                 act: str = "relu", mlp_act: str = "relu") -> None:
         super().__init__()
         self.nc, self.hidden, self.num_queries = nc, hidden, num_queries
         self.num_levels = len(feat_channels)
@@ -134,16 +138,16 @@ class DFineDecoder(nn.Module):
             for c in feat_channels)
         self.layers = nn.ModuleList(
             FDRDecoderLayer(hidden, num_heads=num_heads, ffn=ffn, num_levels=self.num_levels,
-                            num_points=num_points, dropout=dropout) for _ in range(num_layers))
-        self.lqe_layers = nn.ModuleList(LocalizationQuality(reg_max=reg_max) for _ in range(num_layers))
+                            num_points=num_points, dropout=dropout, act=act) for _ in range(num_layers))
+        self.lqe_layers = nn.ModuleList(LocalizationQuality(reg_max=reg_max, act=act) for _ in range(num_layers))
         self.denoising_class_embed = (nn.Embedding(nc + 1, hidden, padding_idx=nc) if num_denoising > 0 else None)
-        self.query_pos_head = MLP(4, 2 * hidden, hidden, num_layers=2)
+        self.query_pos_head = MLP(4, 2 * hidden, hidden, num_layers=2, act=mlp_act)
         self.enc_output = nn.Sequential(nn.Linear(hidden, hidden), nn.LayerNorm(hidden))
         self.enc_score_head = nn.Linear(hidden, nc)
-        self.enc_bbox_head = MLP(hidden, hidden, 4, num_layers=3)
-        self.pre_bbox_head = MLP(hidden, hidden, 4, num_layers=3)
+        self.enc_bbox_head = MLP(hidden, hidden, 4, num_layers=3, act=mlp_act)
+        self.pre_bbox_head = MLP(hidden, hidden, 4, num_layers=3, act=mlp_act)
         self.dec_score_head = nn.ModuleList(nn.Linear(hidden, nc) for _ in range(num_layers))
-        self.dec_bbox_head = nn.ModuleList(MLP(hidden, hidden, 4 * (reg_max + 1), num_layers=3)
+        self.dec_bbox_head = nn.ModuleList(MLP(hidden, hidden, 4 * (reg_max + 1), num_layers=3, act=mlp_act)
                                            for _ in range(num_layers))
         self._reset_parameters()
 

@@ -256,3 +256,14 @@ class DFineTrainLoss(DETRTrainLoss):
                                         up=float(dec.up), cfg=cfg or DFineLossConfig())
         self.max_dn_gt = max_dn_gt
         self.hyp: dict[str, float] = {}
+
+
+# DEIM's criterion settings (``configs/base/deim.yml``: MAL 1 with gamma 1.5, L1 5, GIoU 2, FGL 0.15,
+# DDF 1.5, no MAL alpha); shared by the deim, rtdetrv4 and deimv2 families.
+DEIM_LOSS = DFineLossConfig(cls="mal", w_cls=1.0, l1=5.0, giou=2.0, fgl=0.15, ddf=1.5, alpha=0.75, gamma=1.5,
+                            mal_alpha=None)
+
+
+def build_deim_criterion(net: object) -> DFineTrainLoss:
+    """:class:`DFineTrainLoss` with :data:`DEIM_LOSS` for ``net``."""
+    return DFineTrainLoss(net, cfg=DEIM_LOSS)  # type: ignore[arg-type]

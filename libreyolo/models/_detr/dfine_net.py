@@ -45,6 +45,8 @@ class DFineNetConfig:
     reg_max: int = 32
     reg_scale: float = 4.0
     eval_idx: int = -1
+    act: str = "relu"  # decoder FFN + LQE ("silu" in DEIM / RT-DETRv4 configs)
+    mlp_act: str = "relu"  # query-position and box heads (likewise)
 
 
 class DFineDetector(nn.Module):
@@ -64,7 +66,7 @@ class DFineDetector(nn.Module):
                                     num_heads=cfg.num_heads, num_layers=cfg.dec_layers, ffn=cfg.dec_ffn,
                                     eval_idx=cfg.eval_idx, num_denoising=cfg.num_denoising,
                                     label_noise=cfg.label_noise, box_noise=cfg.box_noise, reg_max=cfg.reg_max,
-                                    reg_scale=cfg.reg_scale)
+                                    reg_scale=cfg.reg_scale, act=cfg.act, mlp_act=cfg.mlp_act)
 
     def encode(self, x: Tensor) -> tuple[Tensor, ...]:
         """x (Tensor[B, 3, H, W], H and W multiples of 32) -> maps Tensor[B, hidden, H/s, W/s]."""

@@ -20,7 +20,7 @@ build has exactly two fewer, the reference's two frozen scalar parameters ``up``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .dfine_net import DFineNetConfig
 
@@ -40,4 +40,22 @@ VARIANTS: dict[str, DFineVariant] = {
     "s": DFineVariant(size="s", paper_params_m=10.0, reference_params=10_321_877, net=DFineNetConfig(
         return_idx=(1, 2, 3), hidden=256, enc_ffn=1024, expansion=0.5, depth_mult=0.34,
         dec_layers=3, dec_ffn=1024, num_points=(3, 6, 3))),
+}
+
+
+def deim_net(cfg: DFineNetConfig) -> DFineNetConfig:
+    """A D-FINE size as DEIM (and RT-DETRv4, which includes DEIM's ``deim.yml``) builds it: SiLU in
+    the decoder FFN and LQE (``DFINETransformer.activation: silu``) and in the query-position and
+    box heads (``mlp_act: silu``); D-FINE's own configs keep the ReLU defaults."""
+    return replace(cfg, act="silu", mlp_act="silu")
+
+
+# RT-DETRv4 (RT-DETRs/RT-DETRv4 ``configs/rtv4/rtv4_hgnetv2_{s,m}_coco.yml``): the D-FINE s / m
+# configs with DEIM's ``deim.yml`` on top; the VFM distillation head exists only in training.
+# m: HGNetv2-B2 stages 1-3, hidden 256, depth_mult 0.67, 4 decoder layers (``dfine_hgnetv2_m_coco.yml``).
+RTDETRV4_VARIANTS: dict[str, DFineVariant] = {
+    "s": DFineVariant(size="s", paper_params_m=10.0, net=deim_net(VARIANTS["s"].net)),
+    "m": DFineVariant(size="m", paper_params_m=19.0, net=deim_net(DFineNetConfig(
+        backbone="B2", return_idx=(1, 2, 3), hidden=256, enc_ffn=1024, expansion=1.0, depth_mult=0.67,
+        dec_layers=4, dec_ffn=1024, num_points=(3, 6, 3)))),
 }

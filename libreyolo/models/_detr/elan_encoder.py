@@ -96,4 +96,5 @@ class ELANHybridEncoder(nn.Module):
         self.pan_blocks = nn.ModuleList(RepNCSPELAN(2 * hidden, hidden, 2 * hidden, c4, n=blocks) for _ in range(n - 1))
 
     # Same FPN/PAN dataflow as RT-DETR's hybrid encoder; only the blocks differ.
+    merge_levels = staticmethod(HybridEncoder.merge_levels)
     forward = HybridEncoder.forward

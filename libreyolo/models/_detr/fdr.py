@@ -94,10 +94,11 @@ class LocalizationQuality(nn.Module):
     their mean) to the class logits. scores (Tensor[B, Q, nc]), corners (Tensor[B, Q, 4 * (reg_max
     + 1)]) -> Tensor[B, Q, nc]."""
 
-    def __init__(self, *, k: int = 4, hidden: int = 64, num_layers: int = 2, reg_max: int = 32) -> None:
+    def __init__(self, *, k: int = 4, hidden: int = 64, num_layers: int = 2, reg_max: int = 32,
+                 act: str = "relu") -> None:
         super().__init__()
         self.k, self.reg_max = k, reg_max
-        self.reg_conf = MLP(4 * (k + 1), hidden, 1, num_layers=num_layers)
+        self.reg_conf = MLP(4 * (k + 1), hidden, 1, num_layers=num_layers, act=act)
         nn.init.zeros_(self.reg_conf.layers[-1].weight)
         nn.init.zeros_(self.reg_conf.layers[-1].bias)
 

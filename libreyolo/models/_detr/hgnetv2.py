@@ -1,6 +1,7 @@
 """HGNetv2 backbone (PP-HGNetV2), as used by the D-FINE / DEIM detectors.
 
-Structure (the D-FINE reference, ``B0`` table below; other sizes only change the table):
+Structure (the D-FINE reference, ``B0`` table below; ``B2`` (D-FINE / RT-DETRv4 M) and DEIMv2's
+three-stage ``Atto`` / ``Femto`` / ``Pico`` only change the table):
 
 * stem: 3x3 s2 conv -> two-branch block (a 2x2 conv pair on a right/bottom zero-padded map
   beside a 2x2 stride-1 max-pool, concatenated) -> 3x3 s2 conv -> 1x1 conv (stride 4 overall);
@@ -50,6 +51,28 @@ HGNETV2_ARCH: dict[str, tuple[tuple[int, int, int], tuple[HGStageSpec, ...]]] = 
         HGStageSpec(c_in=64, c_mid=32, c_out=256, blocks=1, downsample=True, light=False, kernel=3, layers=3),
         HGStageSpec(c_in=256, c_mid=64, c_out=512, blocks=2, downsample=True, light=True, kernel=5, layers=3),
         HGStageSpec(c_in=512, c_mid=128, c_out=1024, blocks=1, downsample=True, light=True, kernel=5, layers=3),
+    )),
+    "B2": ((3, 24, 32), (
+        HGStageSpec(c_in=32, c_mid=32, c_out=96, blocks=1, downsample=False, light=False, kernel=3, layers=4),
+        HGStageSpec(c_in=96, c_mid=64, c_out=384, blocks=1, downsample=True, light=False, kernel=3, layers=4),
+        HGStageSpec(c_in=384, c_mid=128, c_out=768, blocks=3, downsample=True, light=True, kernel=5, layers=4),
+        HGStageSpec(c_in=768, c_mid=256, c_out=1536, blocks=1, downsample=True, light=True, kernel=5, layers=4),
+    )),
+    # DEIMv2's three-stage nets (B0's first two stages, a narrower last stage)
+    "Atto": ((3, 16, 16), (
+        HGStageSpec(c_in=16, c_mid=16, c_out=64, blocks=1, downsample=False, light=False, kernel=3, layers=3),
+        HGStageSpec(c_in=64, c_mid=32, c_out=256, blocks=1, downsample=True, light=False, kernel=3, layers=3),
+        HGStageSpec(c_in=256, c_mid=64, c_out=256, blocks=1, downsample=True, light=True, kernel=3, layers=3),
+    )),
+    "Femto": ((3, 16, 16), (
+        HGStageSpec(c_in=16, c_mid=16, c_out=64, blocks=1, downsample=False, light=False, kernel=3, layers=3),
+        HGStageSpec(c_in=64, c_mid=32, c_out=256, blocks=1, downsample=True, light=False, kernel=3, layers=3),
+        HGStageSpec(c_in=256, c_mid=64, c_out=512, blocks=1, downsample=True, light=True, kernel=5, layers=3),
+    )),
+    "Pico": ((3, 16, 16), (
+        HGStageSpec(c_in=16, c_mid=16, c_out=64, blocks=1, downsample=False, light=False, kernel=3, layers=3),
+        HGStageSpec(c_in=64, c_mid=32, c_out=256, blocks=1, downsample=True, light=False, kernel=3, layers=3),
+        HGStageSpec(c_in=256, c_mid=64, c_out=512, blocks=2, downsample=True, light=True, kernel=5, layers=3),
     )),
 }
 
@@ -149,7 +172,7 @@ class HGNetv2(nn.Module):
     """HGNetv2 feature extractor (see module docs).
 
     Args:
-        name: architecture table key (``"B0"``).
+        name: architecture table key (``"B0"``, ``"B2"``, ``"Atto"``, ``"Femto"``, ``"Pico"``).
         return_idx: stages whose outputs are returned (0..3, strides 4, 8, 16, 32).
         use_lab: learnable affine after every activated conv (D-FINE: on).
 

@@ -96,6 +96,11 @@ class HybridEncoder(nn.Module):
         self.downsample_convs = nn.ModuleList(conv_norm(hidden, hidden, 3, 2, act=act) for _ in range(n - 1))
         self.pan_blocks = nn.ModuleList(RepC3(2 * hidden, hidden, n=depth, expansion=expansion) for _ in range(n - 1))
 
+    @staticmethod
+    def merge_levels(a: Tensor, b: Tensor) -> Tensor:
+        """How the FPN / PAN steps join two levels: channel concatenation (DEIMv2: a sum)."""
+        return torch.cat([a, b], dim=1)
+
     def forward(self, feats: Sequence[Tensor]) -> list[Tensor]:
         proj = [p(f) for p, f in zip(self.input_proj, feats, strict=True)]
         for layers, idx in zip(self.encoder, self.encoder_idx, strict=True):
@@ -112,9 +117,9 @@ class HybridEncoder(nn.Module):
             high = self.lateral_convs[k](inner[0])
             inner[0] = high
             up = F.interpolate(high, scale_factor=2.0, mode="nearest")
-            inner.insert(0, self.fpn_blocks[k](torch.cat([up, proj[idx - 1]], dim=1)))
+            inner.insert(0, self.fpn_blocks[k](self.merge_levels(up, proj[idx - 1])))
         outs = [inner[0]]
         for k in range(n - 1):
             down = self.downsample_convs[k](outs[-1])
-            outs.append(self.pan_blocks[k](torch.cat([down, inner[k + 1]], dim=1)))
+            outs.append(self.pan_blocks[k](self.merge_levels(down, inner[k + 1])))
         return outs

@@ -10,17 +10,23 @@ weights, the same numbers. LayerNorm eps is 1e-6 on both sides.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from torch import Tensor
 
-from ...errors import CheckpointError
-from .._base.convert_rules import base_arch, fit, rename_all
+from .._base.convert_rules import KeyRule, base_arch, fit, rename_all, rename_by_rules
 
 SOURCES = ("timm",)
 ARCHS = {"convnext_atto": "atto", "convnext_tiny": "tiny"}
 _BLOCK = {"conv_dw": "block.0", "norm": "block.2", "mlp.fc1": "block.3", "mlp.fc2": "block.5"}
+_RULES: tuple[KeyRule, ...] = (
+    (r"stem\.([01])\.(\w+)", lambda m: f"body.features.0.{m[1]}.{m[2]}"),
+    (r"stages\.(\d+)\.downsample\.([01])\.(\w+)", lambda m: f"body.features.{2 * int(m[1])}.{m[2]}.{m[3]}"),
+    (r"stages\.(\d+)\.blocks\.(\d+)\.gamma", lambda m: f"body.features.{2 * int(m[1]) + 1}.{m[2]}.layer_scale"),
+    (r"stages\.(\d+)\.blocks\.(\d+)\.(conv_dw|norm|mlp\.fc1|mlp\.fc2)\.(\w+)",
+     lambda m: f"body.features.{2 * int(m[1]) + 1}.{m[2]}.{_BLOCK[m[3]]}.{m[4]}"),
+    (r"head\.(norm|fc)\.(\w+)", lambda m: f"body.classifier.{0 if m[1] == 'norm' else 2}.{m[2]}"),
+)
 
 
 def match(fw: object) -> tuple[str, int] | None:
@@ -37,17 +43,7 @@ def rename_key(k: str) -> str:
         >>> rename_key("stages.2.blocks.4.mlp.fc1.weight")
         'body.features.5.4.block.3.weight'
     """
-    if m := re.fullmatch(r"stem\.([01])\.(\w+)", k):
-        return f"body.features.0.{m[1]}.{m[2]}"
-    if m := re.fullmatch(r"stages\.(\d+)\.downsample\.([01])\.(\w+)", k):
-        return f"body.features.{2 * int(m[1])}.{m[2]}.{m[3]}"
-    if m := re.fullmatch(r"stages\.(\d+)\.blocks\.(\d+)\.gamma", k):
-        return f"body.features.{2 * int(m[1]) + 1}.{m[2]}.layer_scale"
-    if m := re.fullmatch(r"stages\.(\d+)\.blocks\.(\d+)\.(conv_dw|norm|mlp\.fc1|mlp\.fc2)\.(\w+)", k):
-        return f"body.features.{2 * int(m[1]) + 1}.{m[2]}.{_BLOCK[m[3]]}.{m[4]}"
-    if m := re.fullmatch(r"head\.(norm|fc)\.(\w+)", k):
-        return f"body.classifier.{0 if m[1] == 'norm' else 2}.{m[2]}"
-    raise CheckpointError(f"reference key {k!r} is not part of a timm ConvNeXt this converter knows.")
+    return rename_by_rules(k, _RULES, what="a timm ConvNeXt")
 
 
 def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from torch import nn
 
-from .._detr.dfine_losses import DFineLossConfig, DFineTrainLoss
+from .._detr.dfine_losses import DEIM_LOSS, DFineTrainLoss, build_deim_criterion
 
-DEIM_LOSS = DFineLossConfig(cls="mal", w_cls=1.0, l1=5.0, giou=2.0, fgl=0.15, ddf=1.5, alpha=0.75, gamma=1.5,
-                            mal_alpha=None)
+__all__ = ["DEIM_LOSS", "build_deim_loss"]
 
 
 def build_deim_loss(net: nn.Module) -> DFineTrainLoss:
-    return DFineTrainLoss(net, cfg=DEIM_LOSS)
+    return build_deim_criterion(net)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from torch import Tensor
 
 from ...errors import CheckpointError
-from .._base.convert_rules import fit, rename_all
+from .._base.convert_rules import KeyRule, fit, rename_all, rename_by_rules
 from .nn import SPECS
 
 SOURCES = ("basicsr",)
@@ -42,17 +42,14 @@ def rename_key(k: str) -> str:
         >>> rename_key("encoders.2.1.sca.1.weight"), rename_key("middle_blks.0.beta"), rename_key("ups.0.0.weight")
         ('enc.2.1.sca.weight', 'mid.0.beta', 'up.0.0.weight')
     """
-    if m := re.fullmatch(r"(intro|ending)\.(weight|bias)", k):
-        return f"{_TOP[m[1]]}.{m[2]}"
-    if m := re.fullmatch(r"downs\.(\d+)\.(weight|bias)", k):
-        return f"down.{m[1]}.{m[2]}"
-    if m := re.fullmatch(r"ups\.(\d+)\.0\.weight", k):
-        return f"up.{m[1]}.0.weight"
-    if m := re.fullmatch(r"(encoders|decoders)\.(\d+)\.(\d+)\.(.+)", k):
-        return f"{_LEVELS[m[1]]}.{m[2]}.{m[3]}.{_block(m[4], k)}"
-    if m := re.fullmatch(r"middle_blks\.(\d+)\.(.+)", k):
-        return f"mid.{m[1]}.{_block(m[2], k)}"
-    raise CheckpointError(f"reference key {k!r} is not part of a NAFNet this converter knows.")
+    rules: tuple[KeyRule, ...] = (
+        (r"(intro|ending)\.(weight|bias)", lambda m: f"{_TOP[m[1]]}.{m[2]}"),
+        (r"downs\.(\d+)\.(weight|bias)", lambda m: f"down.{m[1]}.{m[2]}"),
+        (r"ups\.(\d+)\.0\.weight", lambda m: f"up.{m[1]}.0.weight"),
+        (r"(encoders|decoders)\.(\d+)\.(\d+)\.(.+)", lambda m: f"{_LEVELS[m[1]]}.{m[2]}.{m[3]}.{_block(m[4], k)}"),
+        (r"middle_blks\.(\d+)\.(.+)", lambda m: f"mid.{m[1]}.{_block(m[2], k)}"),
+    )
+    return rename_by_rules(k, rules, what="a NAFNet")
 
 
 def size_of(sd: Mapping[str, Tensor]) -> str:

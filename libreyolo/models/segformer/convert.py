@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from torch import Tensor
 
 from ...errors import CheckpointError
-from .._base.convert_rules import fit, rename_all
+from .._base.convert_rules import KeyRule, fit, rename_all, rename_by_rules
 
 SOURCES = ("transformers",)
 WIDTHS = {32: "b0", 64: "b1"}  # first-stage width -> size (both have depths 2, 2, 2, 2)
@@ -42,6 +42,15 @@ _BLOCK = {"layernorm_before": "norm1", "layernorm_after": "norm2", "attention.q_
           "attention.sequence_reduction.layer_norm": "attn.sr_norm", "mlp.fc1": "ffn.fc1",
           "mlp.dwconv.dwconv": "ffn.dw", "mlp.fc2": "ffn.fc2"}
 _HEAD = {"linear_fuse": "fuse", "batch_norm": "bn", "classifier": "cls"}
+_RULES: tuple[KeyRule, ...] = (
+    (r"segformer\.stages\.(\d+)\.patch_embeddings\.(proj|layer_norm)\.(\w+)",
+     lambda m: f"encoder.stages.{m[1]}.embed.{'conv' if m[2] == 'proj' else 'norm'}.{m[3]}"),
+    (r"segformer\.stages\.(\d+)\.blocks\.(\d+)\.([\w.]+)\.(\w+)",
+     lambda m: f"encoder.stages.{m[1]}.blocks.{m[2]}.{_BLOCK[m[3]]}.{m[4]}" if m[3] in _BLOCK else None),
+    (r"segformer\.stages\.(\d+)\.layer_norm\.(\w+)", lambda m: f"encoder.stages.{m[1]}.norm.{m[2]}"),
+    (r"decode_head\.linear_projections\.(\d+)\.proj\.(\w+)", lambda m: f"head.proj.{m[1]}.{m[2]}"),
+    (r"decode_head\.(linear_fuse|batch_norm|classifier)\.(\w+)", lambda m: f"head.{_HEAD[m[1]]}.{m[2]}"),
+)
 
 
 def modern_key(k: str) -> str:
@@ -63,19 +72,7 @@ def rename_key(k: str) -> str:
         >>> rename_key("segformer.stages.2.blocks.1.attention.sequence_reduction.layer_norm.bias")
         'encoder.stages.2.blocks.1.attn.sr_norm.bias'
     """
-    k = modern_key(k)
-    if m := re.fullmatch(r"segformer\.stages\.(\d+)\.patch_embeddings\.(proj|layer_norm)\.(\w+)", k):
-        return f"encoder.stages.{m[1]}.embed.{'conv' if m[2] == 'proj' else 'norm'}.{m[3]}"
-    if m := re.fullmatch(r"segformer\.stages\.(\d+)\.blocks\.(\d+)\.([\w.]+)\.(\w+)", k):
-        if m[3] in _BLOCK:
-            return f"encoder.stages.{m[1]}.blocks.{m[2]}.{_BLOCK[m[3]]}.{m[4]}"
-    if m := re.fullmatch(r"segformer\.stages\.(\d+)\.layer_norm\.(\w+)", k):
-        return f"encoder.stages.{m[1]}.norm.{m[2]}"
-    if m := re.fullmatch(r"decode_head\.linear_projections\.(\d+)\.proj\.(\w+)", k):
-        return f"head.proj.{m[1]}.{m[2]}"
-    if m := re.fullmatch(r"decode_head\.(linear_fuse|batch_norm|classifier)\.(\w+)", k):
-        return f"head.{_HEAD[m[1]]}.{m[2]}"
-    raise CheckpointError(f"reference key {k!r} is not part of a transformers SegFormer this converter knows.")
+    return rename_by_rules(modern_key(k), _RULES, what="a transformers SegFormer")
 
 
 def match(fw: object) -> tuple[str, int] | None:

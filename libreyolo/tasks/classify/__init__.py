@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ...errors import ConfigError
-from ..base import Task, to_host
+from ..base import Task, augment_options, run_defaults, to_host
 from .scoring import ClassifyScorer
 
 
@@ -22,6 +22,7 @@ class ClassifyTask(Task):
     results_field: ClassVar[str] = "probs"
     project: ClassVar[str] = "runs/classify"
     drop_partial_batch: ClassVar[bool] = True  # BatchNorm after global pooling cannot train on one image
+    metric_keys: ClassVar[tuple[str, ...]] = ("top1", "top5")
 
     def __init__(self) -> None:
         from ...data.classify import collate_classify
@@ -51,9 +52,7 @@ class ClassifyTask(Task):
         trainer's flip and colour augmentation."""
         from ...data.classify import ClassifyDataset
 
-        options: dict[str, Any] = {}
-        if augment and train_cfg is not None:
-            options = {k: getattr(train_cfg, k) for k in ("fliplr", "hsv_h", "hsv_s", "hsv_v")}
+        options = augment_options(train_cfg, ("fliplr", "hsv_h", "hsv_s", "hsv_v")) if augment else {}
         return ClassifyDataset(files, imgsz=imgsz, augment=augment, prefix=f"{split}: ", **options)
 
     def check_train_options(self, cfg: Any) -> None:
@@ -67,12 +66,7 @@ class ClassifyTask(Task):
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``imgsz`` defaults to the family's (224) and ``project`` to runs/classify."""
-        changes: dict[str, Any] = {}
-        if "imgsz" not in explicit:
-            changes["imgsz"] = int(family_imgsz)
-        if "project" not in explicit:
-            changes["project"] = self.project
-        return changes
+        return run_defaults(self.project, explicit, family_imgsz)
 
     # ------------------------------------------------------------------ validation
     def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> Tensor:

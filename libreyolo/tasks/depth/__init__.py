@@ -16,85 +16,49 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import torch
-from torch import Tensor
-
-from ...errors import ConfigError
-from ..base import Task
+from ..map_task import MapTask
 from .maps import to_original
 
 
-class DepthTask(Task):
+class DepthTask(MapTask):
     name: ClassVar[str] = "depth"
     results_field: ClassVar[str] = "depth"
     project: ClassVar[str] = "runs/depth"
-    val_losses: ClassVar[bool] = True  # the validation depth maps are the training targets too (letterboxed)
+    metric_keys: ClassVar[tuple[str, ...]] = ("abs_rel", "rmse", "delta1")
+    map_to_original = staticmethod(to_original)  # MapTask.outputs needs it (unset on main 3e7f23f: predict failed)
 
     def __init__(self) -> None:
         from ...data.depth import collate_depth
 
         self.collate = collate_depth
 
-    # ------------------------------------------------------------------ prediction
-    def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,
-                   channels_last: bool, rect: bool, stride: int) -> tuple[Tensor, list[Any]]:
-        from ..detect.preprocess import preprocess
-
-        bgr = device.type == "cuda" and all(it.rgb is None for it in items)  # swap channels on the GPU
-        pixels = [it.bgr for it in items] if bgr else [it.image for it in items]
-        return preprocess(pixels, imgsz, device, dtype=dtype, channels_last=channels_last, rect=rect,
-                          stride=stride, bgr=bgr)
-
-    def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
-                rerun: Any) -> list[dict[str, Any]]:
-        """Per image ``{"depth": Tensor[H, W], "depth_kind": ...}`` (the family's ``depth_kind``); a
-        ``"metric"`` map is rescaled by the letterbox ratio to the original image's focal length."""
+    def outputs(self, twin: Any, raw: Any, **kw: Any) -> list[dict[str, Any]]:
+        """Per image ``{"depth": Tensor[H, W], "depth_kind": ...}``: :class:`MapTask`'s map and the
+        family's ``depth_kind``; a ``"metric"`` map is multiplied by the letterbox ratio, so that the
+        original image's focal length converts it (:mod:`libreyolo.models.depth_anything3.metric`)."""
         kind = getattr(getattr(twin, "family", twin), "depth_kind", None)
-        maps = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=None, max_det=opts.max_det,
-                                agnostic=False)
-        out = [to_original(m, input_hw=p.out_shape, ratio=p.ratio, pad=p.pad, orig_hw=it.shape)
-               * (float(p.ratio) if kind == "metric" else 1.0) for m, p, it in zip(maps, params, items, strict=True)]
-        return [{"depth": m.cpu(), "depth_kind": kind} for m in out]
+        maps = super().outputs(twin, raw, **kw)
+        scales = [float(p.ratio) if kind == "metric" else 1.0 for p in kw["params"]]
+        return [{"depth": m * s, "depth_kind": kind} for m, s in zip(maps, scales, strict=True)]
 
-    # ------------------------------------------------------------------ data
     def load_data(self, data: str) -> Any:
         from ...data.depth import load_depth_data
 
         return load_depth_data(str(data))
 
-    def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool = False,
-                train_cfg: Any = None) -> Any:
+    def map_dataset(self, config: Any, files: list[Any], *, imgsz: int, augment: bool, prefix: str,
+                    **options: Any) -> Any:
         """A :class:`~libreyolo.data.depth.DepthDataset`; the training split takes the trainer's flip
         and colour augmentation."""
         from ...data.depth import DepthDataset
 
-        options: dict[str, Any] = {}
-        if augment and train_cfg is not None:
-            options = {k: getattr(train_cfg, k) for k in ("fliplr", "hsv_h", "hsv_s", "hsv_v")}
         return DepthDataset(files, imgsz=imgsz, depth_scale=config.depth_scale, max_depth=config.max_depth,
-                            augment=augment, prefix=f"{split}: ", **options)
+                            augment=augment, prefix=prefix, **options)
 
-    def check_train_options(self, cfg: Any) -> None:
-        if cfg.single_cls:
-            raise ConfigError("single_cls=True is for detection datasets; a depth model has no classes")
-        if getattr(cfg, "rect", False):
-            raise ConfigError("rect=True is for detection datasets (aspect-sorted rectangular batches); a depth "
-                              "model trains on square random crops")
-
-    def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
-        """``imgsz`` defaults to the family's and ``project`` to runs/depth."""
-        changes: dict[str, Any] = {}
-        if "imgsz" not in explicit:
-            changes["imgsz"] = int(family_imgsz)
-        if "project" not in explicit:
-            changes["project"] = self.project
-        return changes
-
-    # ------------------------------------------------------------------ validation
-    def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> list[Tensor]:
+    def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> list[Any]:
         """The maps the scorer aligns in disparity: a family that predicts depth (``PREDICTS ==
         "depth"``) is scored on ``1 / depth`` (a positive scale of depth is a scale of disparity)."""
-        maps = model.postprocess(raw, conf=conf, iou=iou, classes=None, max_det=max_det, agnostic=False)
+        maps = super().val_outputs(model, raw, conf=conf, iou=iou, max_det=max_det)
         if getattr(model, "PREDICTS", "disparity") == "depth":
             maps = [1.0 / m.float().clamp(min=1e-6) for m in maps]
         return maps

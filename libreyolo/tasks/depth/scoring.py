@@ -8,19 +8,20 @@ by) is delta1.
 
 from __future__ import annotations
 
-import json
+import json  # noqa: F401  (the examples use it)
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
+from ..base import TaskMetrics
 from .maps import to_original
 from .metrics import align_disparity, depth_errors
 
 KEYS = ("abs_rel", "rmse", "delta1")
 
 
-class DepthMetrics(dict):
+class DepthMetrics(TaskMetrics):
     """The result of a depth validation: a dict of ``abs_rel``, ``rmse``, ``delta1``, ``fitness``
     (= delta1), ``images`` (those with ground truth), ``ms_per_image``, with attached ``speed``,
     ``save_dir`` and ``losses``.
@@ -34,29 +35,11 @@ class DepthMetrics(dict):
         0.875
     """
 
-    def __init__(self, values: dict[str, float], *, speed: dict[str, float] | None = None,
-                 save_dir: Path | None = None, losses: dict[str, float] | None = None) -> None:
-        super().__init__(values)
-        self.speed = dict(speed or {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0})
-        self.save_dir = save_dir
-        self.losses = dict(losses or {})
-
     def summary(self) -> str:
         """One header line and one row."""
         return (f"{'images':>8} {'AbsRel':>8} {'RMSE':>8} {'delta1':>8}  (after per-image scale+shift alignment in "
                 f"disparity)\n{int(self.get('images', 0)):>8} {self.get('abs_rel', 0.0):>8.3f} "
                 f"{self.get('rmse', 0.0):>8.3f} {self.get('delta1', 0.0):>8.3f}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Everything as JSON-ready Python types."""
-        return {"metrics": {k: float(v) for k, v in self.items()},
-                "speed": {k: float(v) for k, v in self.speed.items()},
-                "losses": {k: float(v) for k, v in self.losses.items()},
-                "save_dir": str(self.save_dir) if self.save_dir is not None else None}
-
-    def to_json(self, *, indent: int | None = 2) -> str:
-        """:meth:`to_dict` as a JSON string."""
-        return json.dumps(self.to_dict(), indent=indent)
 
 
 class DepthScorer:

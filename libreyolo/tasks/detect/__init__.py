@@ -20,13 +20,13 @@ from torch import Tensor
 from ...ops.boxes import scale_boxes
 from ...ops.candidates import candidates_truncated, select_detections
 from ...ops.candidates import to_host as candidates_to_host
-from ..base import Task, to_host
-from .preprocess import preprocess
+from ..base import LetterboxTask, to_host
+from .preprocess import preprocess  # noqa: F401  (the package-level name others may import)
 
 logger = logging.getLogger(__name__)
 
 
-class DetectTask(Task):
+class DetectTask(LetterboxTask):
     name: ClassVar[str] = "detect"
     results_field: ClassVar[str] = "boxes"
     project: ClassVar[str] = "runs/detect"
@@ -34,14 +34,9 @@ class DetectTask(Task):
     plots: ClassVar[bool] = True
     scans_labels: ClassVar[bool] = True
     val_losses: ClassVar[bool] = True
+    metric_keys: ClassVar[tuple[str, ...]] = ("precision", "recall", "mAP50", "mAP50-95")
 
-    # ------------------------------------------------------------------ prediction
-    def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,
-                   channels_last: bool, rect: bool, stride: int) -> tuple[Tensor, list[Any]]:
-        pixels, in_bgr = _pixels(items, device)
-        return preprocess(pixels, imgsz, device, dtype=dtype, channels_last=channels_last, rect=rect,
-                          stride=stride, bgr=in_bgr)
-
+    # ------------------------------------------------------------------ prediction (LetterboxTask.preprocess)
     def predict_decoded(self, twin: Any, opts: Any) -> bool:
         k = int(getattr(twin, "DECODE_TOPK", 0) or 0)
         return bool(k) and opts.classes is None and opts.max_det <= k

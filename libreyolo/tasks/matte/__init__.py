@@ -28,6 +28,7 @@ class MatteTask(Task):
     results_field: ClassVar[str] = "alpha"
     project: ClassVar[str] = "runs/matte"
     val_losses: ClassVar[bool] = True  # the validation masks are the training targets too (letterboxed)
+    metric_keys: ClassVar[tuple[str, ...]] = ("iou", "mae", "fmeasure", "smeasure")
 
     def __init__(self) -> None:
         from ...data.matte import collate_matte

@@ -26,6 +26,7 @@ class PointTask(DetectTask):
     project: ClassVar[str] = "runs/point"
     tracks: ClassVar[bool] = False
     plots: ClassVar[bool] = False  # the validation pictures draw boxes; a point model has none
+    metric_keys: ClassVar[tuple[str, ...]] = ("precision", "recall")
 
     # ------------------------------------------------------------------ prediction
     def predict_decoded(self, twin: Any, opts: Any) -> bool:

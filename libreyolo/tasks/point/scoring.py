@@ -7,7 +7,7 @@ picks best.pt by) is F1.
 
 from __future__ import annotations
 
-import json
+import json  # noqa: F401  (the examples use it)
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,11 @@ import numpy as np
 from torch import Tensor
 
 from ...ops.points import unletterbox_points
+from ..base import TaskMetrics
 from .metrics import count, prf
 
 
-class PointMetrics(dict):
+class PointMetrics(TaskMetrics):
     """The result of a point validation: a dict of ``precision``, ``recall``, ``F1``, ``fitness``
     (= F1), ``images``, ``instances``, ``ms_per_image``, with attached ``names``, ``counts``
     (ndarray[nc, 3] ``tp, fp, fn``), ``per_class`` ({class id: {"precision", "recall", "F1",
@@ -38,7 +39,7 @@ class PointMetrics(dict):
     def __init__(self, values: dict[str, float], *, names: dict[int, str], counts: np.ndarray | None = None,
                  radius: float | None = None, speed: dict[str, float] | None = None,
                  save_dir: Path | None = None, losses: dict[str, float] | None = None) -> None:
-        super().__init__(values)
+        super().__init__(values, speed=speed, save_dir=save_dir, losses=losses)
         self.names = dict(names)
         nc = len(self.names)
         self.counts = np.asarray(counts, np.int64) if counts is not None else np.zeros((nc, 3), np.int64)
@@ -49,9 +50,6 @@ class PointMetrics(dict):
             if tp + fp + fn:
                 p, r, f = prf(tp, fp, fn)
                 self.per_class[c] = {"precision": p, "recall": r, "F1": f, "instances": float(tp + fn)}
-        self.speed = dict(speed or {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0})
-        self.save_dir = save_dir
-        self.losses = dict(losses or {})
 
     @classmethod
     def from_counts(cls, counts: np.ndarray, *, names: dict[int, str], images: int, radius: float | None = None,
@@ -73,20 +71,12 @@ class PointMetrics(dict):
                          f"{r['precision']:>7.3f} {r['recall']:>7.3f} {r['F1']:>7.3f}")
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Everything as JSON-ready Python types."""
-        return {"metrics": {k: float(v) for k, v in self.items()},
-                "per_class": {self.names.get(c, str(c)): dict(v) for c, v in self.per_class.items()},
+    def details(self) -> dict[str, Any]:
+        """The per-class table, the names, the counts and the matching rule, JSON-ready."""
+        return {"per_class": {self.names.get(c, str(c)): dict(v) for c, v in self.per_class.items()},
                 "names": {str(k): v for k, v in self.names.items()},
                 "counts": {"columns": ["tp", "fp", "fn"], "rows": self.counts.astype(int).tolist()},
-                "match": "inside the box" if self.radius is None else f"within {self.radius} px of the centre",
-                "speed": {k: float(v) for k, v in self.speed.items()},
-                "losses": {k: float(v) for k, v in self.losses.items()},
-                "save_dir": str(self.save_dir) if self.save_dir is not None else None}
-
-    def to_json(self, *, indent: int | None = 2) -> str:
-        """:meth:`to_dict` as a JSON string."""
-        return json.dumps(self.to_dict(), indent=indent)
+                "match": "inside the box" if self.radius is None else f"within {self.radius} px of the centre"}
 
 
 class PointScorer:

@@ -28,12 +28,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import torch
 from torch import Tensor
 
 from ...errors import ConfigError
 from ...ops.boxes import scale_boxes
-from ..base import Task
+from ..base import LetterboxTask, augment_options, run_defaults
 
 
 def keypoints_to_original(kpts: Tensor, *, ratio: float | tuple[float, float], pad: tuple[float, float],
@@ -69,27 +68,19 @@ def _skeleton(model: Any) -> list[list[int]] | None:
     return getattr(getattr(model, "net", None), "skeleton", None)
 
 
-class PoseTask(Task):
+class PoseTask(LetterboxTask):
     name: ClassVar[str] = "pose"
     results_field: ClassVar[str] = "keypoints"  # outputs() gives {"boxes": ..., "keypoints": ...} per image
     project: ClassVar[str] = "runs/pose"
     val_losses: ClassVar[bool] = True
+    metric_keys: ClassVar[tuple[str, ...]] = ("precision", "recall", "mAP50", "mAP50-95", "kpt_mAP50", "kpt_mAP50-95")
 
     def __init__(self) -> None:
         from ...data.pose import collate_pose
 
         self.collate = collate_pose
 
-    # ------------------------------------------------------------------ prediction
-    def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,
-                   channels_last: bool, rect: bool, stride: int) -> tuple[Tensor, list[Any]]:
-        from ..detect import _pixels
-        from ..detect.preprocess import preprocess
-
-        pixels, in_bgr = _pixels(items, device)
-        return preprocess(pixels, imgsz, device, dtype=dtype, channels_last=channels_last, rect=rect,
-                          stride=stride, bgr=in_bgr)
-
+    # ------------------------------------------------------------------ prediction (LetterboxTask.preprocess)
     def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
                 rerun: Any) -> list[dict[str, Any]]:
         dets = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes, max_det=opts.max_det,
@@ -122,28 +113,22 @@ class PoseTask(Task):
     def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool = False,
                 train_cfg: Any = None) -> Any:
         """A :class:`~libreyolo.data.pose.PoseDataset`; the training split takes the trainer's scale
-        (``1 +- scale``), flips (horizontal ones through the yaml's ``flip_idx``) and colour
-        augmentation (no mosaic, mixup or affine for this task)."""
+        (``1 +- scale``), mixup, affine (degrees, translate, shear, perspective), flips (horizontal
+        ones through the yaml's ``flip_idx``) and colour augmentation; ``single_cls`` and ``rect``
+        (both splits)."""
         from ...data.pose import PoseDataset
 
-        options: dict[str, Any] = {}
-        if augment and train_cfg is not None:
-            options = {k: getattr(train_cfg, k) for k in ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v")
-                       if hasattr(train_cfg, k)}
-            if hasattr(train_cfg, "scale"):
-                options["scale"] = (max(0.1, 1.0 - float(train_cfg.scale)), 1.0 + float(train_cfg.scale))
+        keys = ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mixup", "degrees", "translate", "shear", "perspective")
+        options = augment_options(train_cfg, keys, jitter_scale=True) if augment else {}
+        for key in ("single_cls", "rect"):  # rect: aspect-sorted, rectangular items
+            if train_cfg is not None and getattr(train_cfg, key, False):
+                options[key] = True
         return PoseDataset(files, imgsz=imgsz, nc=config.nc, kpt_shape=config.kpt_shape, flip_idx=config.flip_idx,
                            kpt_sigmas=config.kpt_sigmas, augment=augment, prefix=f"{split}: ", **options)
 
-    def check_train_options(self, cfg: Any) -> None:
-        if getattr(cfg, "rect", False):
-            raise ConfigError("rect=True is for detection datasets; a pose model trains on square items")
-        if cfg.single_cls:
-            raise ConfigError("single_cls=True is not supported for pose yet; relabel the dataset instead")
-
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``project`` defaults to runs/pose."""
-        return {} if "project" in explicit else {"project": self.project}
+        return run_defaults(self.project, explicit)
 
     # ------------------------------------------------------------------ validation
     def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> list[tuple[Tensor, Tensor]]:

@@ -81,6 +81,7 @@ class PromptTask(SegmentTask):
     project: ClassVar[str] = "runs/prompt"
     val_losses: ClassVar[bool] = False
     plots: ClassVar[bool] = False
+    metric_keys: ClassVar[tuple[str, ...]] = ()  # its mIoU_box / mIoU_point are in the val metrics only
 
     # ------------------------------------------------------------------ prediction
     def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,

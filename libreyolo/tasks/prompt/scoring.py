@@ -8,17 +8,18 @@ and ``mIoU_point`` (means over the prompts); fitness (what training picks best.p
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from ..base import TaskMetrics
+
 KEYS = ("mIoU_box", "mIoU_point")
 
 
-class PromptMetrics(dict):
+class PromptMetrics(TaskMetrics):
     """The result of a prompt validation: ``mIoU_box``, ``mIoU_point``, ``fitness`` (= mIoU_box),
     ``prompts`` (instances scored), ``images``, ``ms_per_image``; with ``speed``, ``save_dir``, ``losses``.
 
@@ -28,27 +29,10 @@ class PromptMetrics(dict):
                2        4      0.750        0.500
     """
 
-    def __init__(self, values: dict[str, float], *, speed: dict[str, float] | None = None,
-                 save_dir: Path | None = None, losses: dict[str, float] | None = None) -> None:
-        super().__init__(values)
-        self.speed = dict(speed or {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0})
-        self.save_dir = save_dir
-        self.losses = dict(losses or {})
-
     def summary(self) -> str:
         return (f"{'images':>8} {'prompts':>8} {'mIoU(box)':>10} {'mIoU(point)':>12}\n"
                 f"{int(self.get('images', 0)):>8} {int(self.get('prompts', 0)):>8} "
                 f"{self.get('mIoU_box', 0.0):>10.3f} {self.get('mIoU_point', 0.0):>12.3f}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"metrics": {k: float(v) for k, v in self.items()},
-                "speed": {k: float(v) for k, v in self.speed.items()},
-                "losses": {k: float(v) for k, v in self.losses.items()},
-                "save_dir": str(self.save_dir) if self.save_dir is not None else None}
-
-    def to_json(self, *, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
-
 
 class PromptScorer:
     """Accumulates the IoU of each prompted instance (``add`` per batch), then :meth:`result`."""

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...errors import ConfigError
-from ..base import Task, to_host
+from ..base import Task, run_defaults, to_host
 
 
 def pad_batch(images: list[Tensor], multiple: int) -> Tensor:
@@ -49,6 +49,7 @@ class RestoreTask(Task):
     results_field: ClassVar[str] = "restored"
     project: ClassVar[str] = "runs/restore"
     val_losses: ClassVar[bool] = True  # the validation HQ patches are the training targets too
+    metric_keys: ClassVar[tuple[str, ...]] = ("psnr", "ssim")
 
     def __init__(self) -> None:
         from ...data.restore import collate_restore
@@ -107,12 +108,7 @@ class RestoreTask(Task):
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``imgsz`` (the LQ patch side) defaults to the family's and ``project`` to runs/restore."""
-        changes: dict[str, Any] = {}
-        if "imgsz" not in explicit:
-            changes["imgsz"] = int(family_imgsz)
-        if "project" not in explicit:
-            changes["project"] = self.project
-        return changes
+        return run_defaults(self.project, explicit, family_imgsz)
 
     # ------------------------------------------------------------------ validation
     def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> list[Tensor]:

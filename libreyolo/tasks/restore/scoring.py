@@ -7,7 +7,7 @@ left out). Fitness (what training picks best.pt by) is the mean PSNR.
 
 from __future__ import annotations
 
-import json
+import json  # noqa: F401  (the examples use it)
 import math
 from pathlib import Path
 from typing import Any
@@ -15,10 +15,11 @@ from typing import Any
 from torch import Tensor
 
 from ...errors import DatasetError
+from ..base import TaskMetrics
 from .metrics import psnr, quantise, ssim
 
 
-class RestoreMetrics(dict):
+class RestoreMetrics(TaskMetrics):
     """The result of a restoration validation: a dict of ``psnr`` (dB), ``ssim``, ``fitness``
     (= psnr), ``images``, ``ms_per_image``, with attached ``speed``, ``save_dir`` and ``losses``.
 
@@ -30,30 +31,11 @@ class RestoreMetrics(dict):
         31.25
     """
 
-    def __init__(self, values: dict[str, float], *, speed: dict[str, float] | None = None,
-                 save_dir: Path | None = None, losses: dict[str, float] | None = None) -> None:
-        super().__init__(values)
-        self.speed = dict(speed or {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0})
-        self.save_dir = save_dir
-        self.losses = dict(losses or {})
-
     def summary(self) -> str:
         """One line: images, mean PSNR, mean SSIM."""
         return f"images {int(self.get('images', 0))}  PSNR {self.get('psnr', 0.0):.2f} dB  SSIM {self.get('ssim', 0.0):.4f}"
 
-    def to_dict(self) -> dict[str, Any]:
-        """Everything as JSON-ready Python types."""
-        return {"metrics": {k: float(v) for k, v in self.items()}, "speed": {k: float(v) for k, v in self.speed.items()},
-                "losses": {k: float(v) for k, v in self.losses.items()},
-                "save_dir": str(self.save_dir) if self.save_dir is not None else None}
-
-    def to_json(self, *, indent: int | None = 2) -> str:
-        """:meth:`to_dict` as a JSON string."""
-        return json.dumps(self.to_dict(), indent=indent)
-
-
 MAX_PSNR = 100.0  # an identical image counts as 100 dB in the mean (PSNR itself is infinite)
-
 
 class RestoreScorer:
     """Accumulates per-image PSNR and SSIM of a split (``add`` per batch), then :meth:`result`."""

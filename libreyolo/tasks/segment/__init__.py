@@ -20,34 +20,27 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ...ops.boxes import scale_boxes
-from ..base import Task
+from ..base import LetterboxTask, augment_options, run_defaults
 from .masks import to_original
 
 
-class SegmentTask(Task):
+class SegmentTask(LetterboxTask):
     name: ClassVar[str] = "segment"
     results_field: ClassVar[str] = "masks"  # outputs() gives {"boxes": ..., "masks": ...} per image
     project: ClassVar[str] = "runs/segment"
     val_losses: ClassVar[bool] = True
+    metric_keys: ClassVar[tuple[str, ...]] = ("precision", "recall", "mAP50", "mAP50-95", "mask_mAP50", "mask_mAP50-95")
 
     def __init__(self) -> None:
         from ...data.segment import collate_segment
 
         self.collate = collate_segment
 
-    # ------------------------------------------------------------------ prediction
-    def preprocess(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device, dtype: torch.dtype,
-                   channels_last: bool, rect: bool, stride: int) -> tuple[Tensor, list[Any]]:
-        from ..detect import _pixels
-        from ..detect.preprocess import preprocess
-
-        pixels, in_bgr = _pixels(items, device)
-        return preprocess(pixels, imgsz, device, dtype=dtype, channels_last=channels_last, rect=rect,
-                          stride=stride, bgr=in_bgr)
-
+    # ------------------------------------------------------------------ prediction (LetterboxTask.preprocess)
     def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
                 rerun: Any) -> list[dict[str, Tensor]]:
         dets = twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes, max_det=opts.max_det,
@@ -80,13 +73,9 @@ class SegmentTask(Task):
         if getattr(config, "coco", {}).get(split) is not None:
             raise DatasetError(f"{split}: COCO JSON labels are not read for segmentation yet; write Ultralytics "
                                "polygon label files (labels/<split>/<image>.txt, 'cls x1 y1 x2 y2 ...')")
-        options: dict[str, Any] = {}
-        if augment and train_cfg is not None:
-            options = {k: getattr(train_cfg, k) for k in ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mosaic",
-                                                          "mixup", "degrees", "translate", "shear", "perspective")
-                       if hasattr(train_cfg, k)}
-            if hasattr(train_cfg, "scale"):
-                options["scale"] = (max(0.1, 1.0 - float(train_cfg.scale)), 1.0 + float(train_cfg.scale))
+        keys = ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mosaic", "mixup", "degrees", "translate", "shear",
+                "perspective")
+        options = augment_options(train_cfg, keys, jitter_scale=True) if augment else {}
         if train_cfg is not None and getattr(train_cfg, "single_cls", False):
             options["single_cls"] = True
         if train_cfg is not None and getattr(train_cfg, "rect", False):  # aspect-sorted, rectangular items
@@ -95,22 +84,45 @@ class SegmentTask(Task):
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``project`` defaults to runs/segment."""
-        return {} if "project" in explicit else {"project": self.project}
+        return run_defaults(self.project, explicit)
 
     # ------------------------------------------------------------------ validation
     def val_outputs(self, model: Any, raw: Any, *, conf: float, iou: float, max_det: int) -> list[tuple[Tensor, Tensor]]:
         """Per image (detections Tensor[n, 6] in input pixels, masks Tensor[n, h/4, w/4] bool at the
-        prototype resolution)."""
+        dataset's mask resolution, a quarter of the input). The input size is the prototypes' size
+        times their stride (the family's ``MASK_FEAT_STRIDE``, 4 where it declares none); masks
+        assembled at another resolution are resized to the quarter grid before the threshold."""
+        from ...data.segment import MASK_RATIO
+
         dets = model.postprocess(raw, conf=conf, iou=iou, classes=None, max_det=max_det, agnostic=False)
         proto = raw[-1]
-        hw = (int(proto.shape[2]) * 4, int(proto.shape[3]) * 4)
+        s = _proto_stride(model)
+        hw = (int(proto.shape[2]) * s, int(proto.shape[3]) * s)
+        grid = (hw[0] // MASK_RATIO, hw[1] // MASK_RATIO)
         assemble = _masks_fn(model)
-        return [(d[:, :6], assemble(proto[b], d, input_hw=hw) > 0.5) for b, d in enumerate(dets)]
+        out = []
+        for b, d in enumerate(dets):
+            probs = assemble(proto[b], d, input_hw=hw)
+            if tuple(probs.shape[1:]) != grid:
+                probs = (F.interpolate(probs[None].float(), size=grid, mode="bilinear", align_corners=False)[0]
+                         if probs.shape[0] else probs.new_zeros((0, *grid)))
+            out.append((d[:, :6], probs > 0.5))
+        return out
 
     def scorer(self, names: dict[int, str]) -> Any:
         from .scoring import SegmentScorer
 
         return SegmentScorer(names)
+
+
+def _proto_stride(model: Any) -> int:
+    """The stride of a model's last raw output (the prototypes / mask features): the family's
+    ``MASK_FEAT_STRIDE`` (a model, its prepared twin or an exported backend), else 4."""
+    for owner in (model, getattr(model, "family", None)):
+        s = getattr(owner, "MASK_FEAT_STRIDE", None)
+        if s:
+            return int(s)
+    return 4
 
 
 def _masks_fn(model: Any) -> Any:

@@ -7,7 +7,7 @@ stored; ignored pixels (``ignore_index``) are not counted. The headline numbers 
 
 from __future__ import annotations
 
-import json
+import json  # noqa: F401  (the examples use it)
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..base import TaskMetrics
 from .maps import to_original
 from .metrics import confusion, scores
 
 
-class SemMetrics(dict):
+class SemMetrics(TaskMetrics):
     """The result of a semantic validation: a dict of ``mIoU``, ``aAcc``, ``mAcc``, ``fitness``
     (= mIoU), ``images``, ``ms_per_image``, with attached ``names``, ``per_class`` ({class id:
     {"iou", "acc", "pixels"}} for the classes that occur), ``confusion_matrix`` (ndarray[nc, nc]
@@ -40,7 +41,7 @@ class SemMetrics(dict):
     def __init__(self, values: dict[str, float], *, names: dict[int, str], confusion_matrix: np.ndarray | None = None,
                  speed: dict[str, float] | None = None, save_dir: Path | None = None,
                  losses: dict[str, float] | None = None) -> None:
-        super().__init__(values)
+        super().__init__(values, speed=speed, save_dir=save_dir, losses=losses)
         self.names = dict(names)
         nc = len(self.names)
         self.confusion_matrix = (np.asarray(confusion_matrix, dtype=np.int64) if confusion_matrix is not None
@@ -49,9 +50,6 @@ class SemMetrics(dict):
         gt = self.confusion_matrix.sum(1)
         self.per_class = {c: {"iou": float(s["iou"][c]), "acc": float(s["acc"][c]) if gt[c] else 0.0,
                               "pixels": float(gt[c])} for c in range(nc) if np.isfinite(s["iou"][c])}
-        self.speed = dict(speed or {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0})
-        self.save_dir = save_dir
-        self.losses = dict(losses or {})
 
     @property
     def ious(self) -> np.ndarray:
@@ -68,19 +66,11 @@ class SemMetrics(dict):
             lines.append(f"{self.names.get(c, str(c))[:16]:>16} {int(r['pixels']):>8} {r['iou']:>7.3f} {r['acc']:>7.3f}")
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Everything as JSON-ready Python types."""
-        return {"metrics": {k: float(v) for k, v in self.items()},
-                "per_class": {self.names.get(c, str(c)): dict(v) for c, v in self.per_class.items()},
+    def details(self) -> dict[str, Any]:
+        """The per-class table, the names and the confusion matrix, JSON-ready."""
+        return {"per_class": {self.names.get(c, str(c)): dict(v) for c, v in self.per_class.items()},
                 "names": {str(k): v for k, v in self.names.items()},
-                "confusion_matrix": self.confusion_matrix.astype(int).tolist(),
-                "speed": {k: float(v) for k, v in self.speed.items()},
-                "losses": {k: float(v) for k, v in self.losses.items()},
-                "save_dir": str(self.save_dir) if self.save_dir is not None else None}
-
-    def to_json(self, *, indent: int | None = 2) -> str:
-        """:meth:`to_dict` as a JSON string."""
-        return json.dumps(self.to_dict(), indent=indent)
+                "confusion_matrix": self.confusion_matrix.astype(int).tolist()}
 
 
 class SemanticScorer:

@@ -26,20 +26,31 @@ FAKE = "fake-msda-counter"
 #   rtdetr / rtdetrv2 r18: 3 decoder layers, 4 points on each of 3 levels;
 #   dfine / deim n: 3 decoder layers, 6 points on each of 2 levels;
 #   dfine s: points (3, 6, 3) differ per level -> the portable path (K-8), no call;
+#   deimv2 atto: points (4, 2), rtdetrv4 s: points (3, 6, 3) -> the portable path, no call;
 #   deformable_detr r50, r50refine and r50twostage: 6 encoder + 6 decoder layers, 4 points on each of 4 levels
 #   (r50refine's decoder layers 2-6 sample around 4-d reference boxes: still the standard layout);
 #   dino_detr r50: 6 encoder + 6 decoder layers, 4 points on each of 4 levels (the training step adds
-#   denoising queries: more queries per call, not more calls).
+#   denoising queries: more queries per call, not more calls);
+#   lw_detr tiny / small: 3 decoder layers, 2 points on 1 level (no deformable encoder: a ViT);
+#   rf_detr nano / small / medium: 2 / 3 / 4 decoder layers, 2 points on 1 level (the training step's
+#   13 query groups are more queries per call, not more calls).
 EXPECTED = {
     ("rtdetr", "r18"): 3,
     ("rtdetrv2", "r18"): 3,
     ("dfine", "n"): 3,
     ("dfine", "s"): 0,
     ("deim", "n"): 3,
+    ("deimv2", "atto"): 0,
+    ("rtdetrv4", "s"): 0,
     ("deformable_detr", "r50"): 12,
     ("deformable_detr", "r50refine"): 12,
     ("deformable_detr", "r50twostage"): 12,
     ("dino_detr", "r50"): 12,
+    ("lw_detr", "tiny"): 3,
+    ("lw_detr", "small"): 3,
+    ("rf_detr", "nano"): 2,
+    ("rf_detr", "small"): 3,
+    ("rf_detr", "medium"): 4,
 }
 
 

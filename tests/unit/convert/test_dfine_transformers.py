@@ -101,3 +101,41 @@ def test_deim_reads_dfine_files_only_when_named() -> None:
     assert (deim.FAMILY, deim.size) == ("deim", "n")
     dfine = convert_foreign(fw).net.state_dict()
     assert all(torch.equal(v, dfine[k]) for k, v in deim.net.state_dict().items())
+
+
+def test_deim_silu_decoder_ffn_equals_transformers_silu_dfine() -> None:
+    """DEIM's decoder FFN is SiLU (deim.yml ``activation: silu``): a transformers D-FINE with
+    ``decoder_activation_function="silu"`` converts into DEIM and matches it. transformers keeps its
+    query-position MLP on ReLU (DEIM's ``mlp_act: silu`` has no transformers setting), so that one
+    head is set to ReLU for the comparison; the LQE and box heads' hidden activations do not reach
+    the outputs at transformers' init (their last layers are zero)."""
+    import dataclasses
+
+    from transformers import DFineForObjectDetection
+
+    from libreyolo.models._detr.dfine_net import DFineDetector
+
+    torch.manual_seed(0)
+    cfg = _config("n")
+    cfg.decoder_activation_function = "silu"
+    ref = DFineForObjectDetection(cfg).eval()
+    randomize_norms(ref)
+    deim = convert_foreign(ForeignWeights(source="transformers", arch="d_fine", state_dict=ref.state_dict(),
+                                          path="<memory>"), family="deim")
+    assert deim.net.cfg.act == "silu" and deim.net.cfg.mlp_act == "silu"
+    net = DFineDetector(cfg=dataclasses.replace(deim.net.cfg, mlp_act="relu", num_queries=cfg.num_queries), nc=80)
+    net.load_state_dict(deim.net.state_dict())
+    x = torch.rand(1, 3, H, W, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out = ref(pixel_values=x)
+        lo, bo = net.eval()(x)
+        relu = DFineDetector(cfg=dataclasses.replace(net.cfg, act="relu"), nc=80)
+        relu.load_state_dict(net.state_dict())
+        lo_relu, _ = relu.eval()(x)
+    cx, cy, bw, bh = out.pred_boxes.unbind(-1)
+    br = torch.stack([(cx - bw / 2) * W, (cy - bh / 2) * H, (cx + bw / 2) * W, (cy + bh / 2) * H], -1)
+    j = torch.cdist(torch.cat([lo, bo / W], -1)[0], torch.cat([out.logits, br / W], -1)[0]).argmin(1)
+    assert len(set(j.tolist())) == lo.shape[1]
+    assert_rel_close(lo[0], out.logits[0, j], what="logits")
+    assert_rel_close(bo[0], br[0, j], what="boxes")
+    assert (lo_relu - lo).abs().max() > 1e-3  # the FFN activation matters at this init

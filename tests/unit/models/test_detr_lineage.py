@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from _detr_checks import portable_msda
 
 from libreyolo.kernels import registry
 from libreyolo.kernels.attention import MS_DEFORM_ATTN
@@ -26,13 +27,7 @@ from libreyolo.ops.boxes import bbox_giou, generalized_box_iou, xywh_to_xyxy
 def _portable_one_thread(monkeypatch: pytest.MonkeyPatch):
     # portable kernels (the Triton interpreter is exercised by the kernel tests, and slow here);
     # tiny ops: one thread is fastest and immune to CPU oversubscription
-    monkeypatch.setenv("LIBREYOLO_KERNELS", "off")
-    registry.clear_cache()
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-    registry.clear_cache()
+    yield from portable_msda(monkeypatch)
 
 
 def _brute_force(cost: np.ndarray) -> float:

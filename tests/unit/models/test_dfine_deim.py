@@ -7,10 +7,16 @@ import dataclasses
 
 import pytest
 import torch
+from _detr_checks import (
+    check_fuse_keeps_predictions,
+    check_predict_sample_image_untrained,
+    check_repeated_batch_training,
+    detr_batch,
+    empty_batch_loss,
+    portable_msda,
+)
 
-from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.graphs.seam import run_eager
-from libreyolo.kernels import registry as kernels
 from libreyolo.model import Model
 from libreyolo.models._detr.deim_losses import dense_o2o_mosaic, mal_loss
 from libreyolo.models._detr.dfine_losses import union_matching
@@ -24,7 +30,7 @@ from libreyolo.models._detr.fdr import (
 )
 from libreyolo.models.deim.family import DEIM
 from libreyolo.models.dfine.family import DFINE
-from libreyolo.registry import parse_weights_name, register_family
+from libreyolo.registry import parse_weights_name
 
 FAMILIES = {"dfine": DFINE, "deim": DEIM}
 VARIANTS = {"dfine": VDFINE, "deim": VDFINE}  # DEIM builds from the D-FINE size table
@@ -33,23 +39,10 @@ TINY = dataclasses.replace(VDFINE["n"].net, num_queries=20, num_denoising=12)
 
 @pytest.fixture(autouse=True)
 def _setup(monkeypatch: pytest.MonkeyPatch):
-    for fam in FAMILIES.values():
-        register_family(fam)
-    monkeypatch.setenv("LIBREYOLO_KERNELS", "off")
-    kernels.clear_cache()
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-    kernels.clear_cache()
+    yield from portable_msda(monkeypatch, FAMILIES.values())
 
 
-def _batch(empty: bool = False) -> dict[str, torch.Tensor]:
-    if empty:
-        return dict(img=torch.rand(2, 3, 64, 64), batch_idx=torch.zeros(0, dtype=torch.int64),
-                    cls=torch.zeros(0, dtype=torch.int64), bboxes=torch.zeros(0, 4))
-    return dict(img=torch.rand(2, 3, 64, 64), batch_idx=torch.tensor([0, 0, 1]), cls=torch.tensor([0, 2, 1]),
-                bboxes=torch.tensor([[0.3, 0.3, 0.3, 0.4], [0.7, 0.6, 0.2, 0.3], [0.5, 0.5, 0.5, 0.5]]))
+_batch = detr_batch
 
 
 def _tiny_model(family: str, nc: int = 3):
@@ -166,33 +159,14 @@ def test_forward_shapes_train_and_eval(family: str) -> None:
 def test_repeated_batch_training_reduces_loss(family: str) -> None:
     torch.manual_seed(0)
     model = _tiny_model(family)
-    net = model.net.train()
-    crit = model.build_criterion()
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
-    batch, losses = _batch(), []
-    for _ in range(25):
-        torch.manual_seed(100)  # same denoising noise every step
-        loss, items = crit(net(batch["img"]), batch)
-        assert items.shape == (len(model.LOSS_NAMES),) and not items.requires_grad
-        assert loss.item() == pytest.approx(items.sum().item() * 2, rel=1e-5)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
-    assert last < 0.85 * first, losses
+    check_repeated_batch_training(model, steps=25, lr=1e-3, n_items=len(model.LOSS_NAMES))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_batch_without_boxes_trains(family: str) -> None:
     torch.manual_seed(0)
-    model = _tiny_model(family)
-    net = model.net.train()
-    crit = model.build_criterion()
-    batch = _batch(empty=True)
-    loss, items = crit(net(batch["img"]), batch)
-    assert torch.isfinite(loss) and loss.item() > 0
-    loss.backward()
+    net, loss, items, _ = empty_batch_loss(_tiny_model(family))
+    assert loss.item() > 0
     grads = [p.grad for p in net.decoder.dec_score_head.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     assert items[1:4].abs().sum() == 0  # no L1, GIoU or FGL term without boxes; cls (and DDF) still train
@@ -200,17 +174,9 @@ def test_batch_without_boxes_trains(family: str) -> None:
 
 
 def test_predict_sample_image_untrained() -> None:
-    from libreyolo import SAMPLE_IMAGE
-
     torch.manual_seed(0)
     for fam in (DFINE, DEIM):
-        model = Model(fam(size="n", nc=80))
-        res = model(SAMPLE_IMAGE, imgsz=64, conf=0.0, max_det=7)
-        assert len(res) == 1
-        xyxy = res[0].boxes.xyxy
-        assert xyxy.shape == (7, 4) and torch.isfinite(xyxy).all()
-        filtered = model(SAMPLE_IMAGE, imgsz=64, conf=0.0, max_det=5, classes=[7])
-        assert filtered[0].boxes.cls.tolist() == [7.0] * 5
+        check_predict_sample_image_untrained(Model(fam(size="n", nc=80)))
 
 
 def test_weights_names_and_train_defaults() -> None:
@@ -222,15 +188,6 @@ def test_weights_names_and_train_defaults() -> None:
 
 def test_fuse_keeps_predictions() -> None:
     torch.manual_seed(0)
-    model = _tiny_model("dfine")
-    randomise_norm_stats(model.net, seed=1)
-    model.net.eval()
-    x = torch.rand(1, 3, 64, 64)
-    with torch.no_grad():
-        before = model.net(x)
-        model.fuse()
-        after = model.net(x)
-    enc = model.net.encoder
-    for part in (model.net.backbone, enc.fpn_blocks, enc.pan_blocks, enc.downsample_convs, enc.lateral_convs):
-        assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in part.modules())
-    assert torch.allclose(before[0], after[0], atol=1e-4) and torch.allclose(before[1], after[1], atol=1e-3)
+    check_fuse_keeps_predictions(_tiny_model("dfine"), lambda net: (
+        net.backbone, net.encoder.fpn_blocks, net.encoder.pan_blocks, net.encoder.downsample_convs,
+        net.encoder.lateral_convs))

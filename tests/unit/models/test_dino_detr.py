@@ -9,10 +9,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from _detr_checks import (
+    check_criterion_needs_train_mode,
+    check_predict_train_val_on_shapes,
+    check_repeated_batch_training,
+    detr_batch,
+    empty_batch_loss,
+    portable_msda,
+)
 
 from libreyolo.errors import ConfigError
 from libreyolo.graphs.seam import run_eager
-from libreyolo.kernels import registry as kernels
 from libreyolo.model import Model
 from libreyolo.models.dino_detr.family import DINODETR
 from libreyolo.models.dino_detr.nn import (
@@ -31,13 +38,7 @@ TINY = DINOConfig(depth=18, hidden=64, num_heads=4, enc_layers=2, dec_layers=2, 
 
 @pytest.fixture(autouse=True)
 def _setup(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("LIBREYOLO_KERNELS", "off")  # portable MSDA
-    kernels.clear_cache()
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-    kernels.clear_cache()
+    yield from portable_msda(monkeypatch)
 
 
 def _tiny_model(nc: int = 3, cfg: DINOConfig = TINY) -> Model:
@@ -46,9 +47,7 @@ def _tiny_model(nc: int = 3, cfg: DINOConfig = TINY) -> Model:
     return model
 
 
-def _batch() -> dict[str, torch.Tensor]:
-    return dict(img=torch.rand(2, 3, 64, 64), batch_idx=torch.tensor([0, 0, 1]), cls=torch.tensor([0, 2, 1]),
-                bboxes=torch.tensor([[0.3, 0.3, 0.3, 0.4], [0.7, 0.6, 0.2, 0.3], [0.5, 0.5, 0.5, 0.5]]))
+_batch = detr_batch
 
 
 def test_parameter_count_matches_paper() -> None:
@@ -159,37 +158,15 @@ def test_contrastive_denoising_in_training() -> None:
 
 def test_repeated_batch_training_reduces_loss() -> None:
     torch.manual_seed(0)
-    model = _tiny_model()
-    net = model.net.train()
-    crit = model.build_criterion()
-    opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=2e-3)
-    batch, losses = _batch(), []
-    for _ in range(25):
-        torch.manual_seed(100)  # same denoising noise every step
-        loss, items = crit(net(batch["img"]), batch)
-        assert items.shape == (3,) and not items.requires_grad
-        assert loss.item() == pytest.approx(items.sum().item() * 2, rel=1e-5)  # loss = items.sum() * B
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
-    assert last < 0.85 * first, losses
+    check_repeated_batch_training(_tiny_model(), steps=25, lr=2e-3, n_items=3, trainable_only=True)
 
 
 def test_batch_without_boxes_trains_and_eval_mode_is_refused() -> None:
     torch.manual_seed(0)
     model = _tiny_model()
-    net = model.net.train()
-    empty = dict(img=torch.rand(2, 3, 64, 64), batch_idx=torch.zeros(0, dtype=torch.int64),
-                 cls=torch.zeros(0, dtype=torch.int64), bboxes=torch.zeros(0, 4))
-    loss, items = model.build_criterion()(net(empty["img"]), empty)
-    assert torch.isfinite(loss) and items[0] > 0 and items[1] == 0 and items[2] == 0
-    loss.backward()
-    feats = net(empty["img"])
-    net.eval()
-    with pytest.raises(ConfigError, match="train mode"):
-        model.build_criterion()(feats, _batch())
+    net, _, items, empty = empty_batch_loss(model)
+    assert items[0] > 0 and items[1] == 0 and items[2] == 0
+    check_criterion_needs_train_mode(model, net(empty["img"]))
     with pytest.raises(ConfigError):
         DINODETR.build_net(size="r101", nc=3, task="detect")
 
@@ -212,20 +189,4 @@ def test_weights_names_and_declarations() -> None:
 
 
 def test_predict_train_val_on_shapes(tmp_path: Path) -> None:
-    from libreyolo import SAMPLE_IMAGE
-    from libreyolo.data.shapes import ensure_shapes_dataset
-
-    data = ensure_shapes_dataset(tmp_path / "ds", n_train=4, n_val=2, imgsz=64)
-    torch.manual_seed(0)
-    model = _tiny_model(nc=6)
-    tiny = model.net
-    res = model(SAMPLE_IMAGE, imgsz=64, conf=0.0, max_det=5)
-    assert len(res) == 1 and res[0].boxes.xyxy.shape == (5, 4) and torch.isfinite(res[0].boxes.xyxy).all()
-    assert res[0].plot().ndim == 3
-    assert Path(res[0].save(tmp_path / "pred.jpg")).is_file()
-    before = model.net.decoder.class_embed.weight.detach().clone()
-    model.train(data=str(data), imgsz=64, epochs=1, batch=2, workers=0, device="cpu", nbs=2, warmup_epochs=0,
-                verbose=False, tensorboard=False, plots=False, project=str(tmp_path / "runs"), seed=0, val=False)
-    assert model.net is tiny and not torch.equal(before, model.net.decoder.class_embed.weight.detach())
-    metrics = model.val(data=str(data), imgsz=64, batch=2, workers=0, device="cpu", verbose=False, plots=False)
-    assert metrics["images"] == 2 and metrics["instances"] > 0 and 0.0 <= metrics["mAP50-95"] <= 1.0
+    check_predict_train_val_on_shapes(lambda: _tiny_model(nc=6), tmp_path)  # 6 classes: no rebuild

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _detr_checks import (
+    check_criterion_needs_train_mode,
+    check_fuse_keeps_predictions,
+    check_predict_sample_image_untrained,
+    check_repeated_batch_training,
+    detr_batch,
+    empty_batch_loss,
+    portable_msda,
+)
 
 from libreyolo.errors import ConfigError
-from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.graphs.seam import run_eager
-from libreyolo.kernels import registry as kernels
 from libreyolo.model import Model
 from libreyolo.models._detr.net import DETRNetConfig, EncoderDecoderDetector
 from libreyolo.models.rtdetr.family import RTDETR
@@ -17,7 +24,7 @@ from libreyolo.models.rtdetr.variants import VARIANTS as V1
 from libreyolo.models.rtdetrv2.family import RTDETRv2
 from libreyolo.models.rtdetrv2.nn import build_rtdetrv2
 from libreyolo.models.rtdetrv2.variants import VARIANTS as V2
-from libreyolo.registry import parse_weights_name, register_family
+from libreyolo.registry import parse_weights_name
 
 PUBLISHED_M = {("rtdetr", "r18"): 20.0, ("rtdetr", "r34"): 31.0, ("rtdetr", "r50"): 42.0,
                ("rtdetrv2", "r18"): 20.0, ("rtdetrv2", "r34"): 31.0}
@@ -29,20 +36,10 @@ TINY = DETRNetConfig(depth=18, expansion=0.5, dec_layers=2, hidden=32, enc_ffn=6
 
 @pytest.fixture(autouse=True)
 def _setup(monkeypatch: pytest.MonkeyPatch):
-    for fam in FAMILIES.values():
-        register_family(fam)  # idempotent for the same class
-    monkeypatch.setenv("LIBREYOLO_KERNELS", "off")  # portable MSDA (no Triton interpreter: slow)
-    kernels.clear_cache()
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-    kernels.clear_cache()
+    yield from portable_msda(monkeypatch, FAMILIES.values())
 
 
-def _batch() -> dict[str, torch.Tensor]:
-    return dict(img=torch.rand(2, 3, 64, 64), batch_idx=torch.tensor([0, 0, 1]), cls=torch.tensor([0, 2, 1]),
-                bboxes=torch.tensor([[0.3, 0.3, 0.3, 0.4], [0.7, 0.6, 0.2, 0.3], [0.5, 0.5, 0.5, 0.5]]))
+_batch = detr_batch
 
 
 def _tiny_model(family: str, nc: int = 3):
@@ -122,32 +119,13 @@ def test_v2_sampling_options() -> None:
 def test_repeated_batch_training_reduces_loss(family: str) -> None:
     torch.manual_seed(0)
     model = _tiny_model(family)
-    net = model.net.train()
-    crit = model.build_criterion()
-    opt = torch.optim.AdamW(net.parameters(), lr=3e-3)
-    batch, losses = _batch(), []
-    for _ in range(30):
-        torch.manual_seed(100)  # same denoising noise every step
-        loss, items = crit(net(batch["img"]), batch)
-        assert items.shape == (len(model.LOSS_NAMES),) and not items.requires_grad
-        assert loss.item() == pytest.approx(items.sum().item() * 2, rel=1e-5)  # loss = items.sum() * B
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
-    assert last < 0.85 * first, losses
+    check_repeated_batch_training(model, steps=30, lr=3e-3, n_items=len(model.LOSS_NAMES))
 
 
 def test_batch_without_boxes_trains() -> None:
     torch.manual_seed(0)
-    model = _tiny_model("rtdetr")
-    net = model.net.train()
-    empty = dict(img=torch.rand(2, 3, 64, 64), batch_idx=torch.zeros(0, dtype=torch.long),
-                 cls=torch.zeros(0, dtype=torch.long), bboxes=torch.zeros(0, 4))
-    loss, items = model.build_criterion()(net(empty["img"]), empty)
-    assert torch.isfinite(loss) and items[0] > 0 and items[1] == 0 and items[2] == 0
-    loss.backward()
+    net, _, items, _ = empty_batch_loss(_tiny_model("rtdetr"))
+    assert items[0] > 0 and items[1] == 0 and items[2] == 0
     grad = net.backbone.stem[0].conv.weight.grad
     assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0
 
@@ -171,10 +149,7 @@ def test_mixed_batch_with_one_empty_image_and_many_boxes() -> None:
 
 def test_criterion_needs_train_mode() -> None:
     model = _tiny_model("rtdetr")
-    feats = model.net.train()(torch.rand(1, 3, 64, 64))
-    model.net.eval()
-    with pytest.raises(ConfigError, match="train mode"):
-        model.build_criterion()(feats, _batch())
+    check_criterion_needs_train_mode(model, model.net.train()(torch.rand(1, 3, 64, 64)))
 
 
 def test_postprocess_topk_conf_classes_maxdet() -> None:
@@ -194,18 +169,11 @@ def test_postprocess_topk_conf_classes_maxdet() -> None:
 
 
 def test_predict_sample_image_untrained() -> None:
-    from libreyolo import SAMPLE_IMAGE
-
     torch.manual_seed(0)
-    model = Model(RTDETR(size="r18", nc=80))
-    res = model(SAMPLE_IMAGE, imgsz=64, conf=0.0, max_det=7)
-    assert len(res) == 1
+    res = check_predict_sample_image_untrained(Model(RTDETR(size="r18", nc=80)))
     xyxy = res[0].boxes.xyxy
-    assert xyxy.shape == (7, 4) and torch.isfinite(xyxy).all()
     h, w = res[0].orig_shape
     assert xyxy[:, [0, 2]].min() >= -1 and xyxy[:, [0, 2]].max() <= w + 1
-    filtered = model(SAMPLE_IMAGE, imgsz=64, conf=0.0, max_det=5, classes=[7])
-    assert filtered[0].boxes.cls.tolist() == [7.0] * 5
 
 
 def test_weights_names_resolve_to_each_family() -> None:
@@ -216,13 +184,4 @@ def test_weights_names_resolve_to_each_family() -> None:
 
 def test_fuse_keeps_predictions() -> None:
     torch.manual_seed(0)
-    model = _tiny_model("rtdetr")
-    randomise_norm_stats(model.net, seed=1)
-    model.net.eval()
-    x = torch.rand(1, 3, 64, 64)
-    with torch.no_grad():
-        before = model.net(x)
-        model.fuse()
-        after = model.net(x)
-    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.net.backbone.modules())
-    assert torch.allclose(before[0], after[0], atol=1e-4) and torch.allclose(before[1], after[1], atol=1e-3)
+    check_fuse_keeps_predictions(_tiny_model("rtdetr"), lambda net: [net.backbone])

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _graph_replay import check_graph_replay_equals_eager
 from torch import nn
 
 from libreyolo.errors import ConfigError
@@ -286,26 +287,7 @@ def test_cuda_graph_replay_is_bitwise_equal_to_eager(fused: bool) -> None:
     net = build_yolo9(size="t", nc=80).cuda().eval()
     if fused:
         net.fuse()
-    static_x = torch.zeros(2, 3, 128, 160, device="cuda")
-    with torch.inference_mode():
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                net(static_x)
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            static_out = net(static_x)
-        probes = [torch.rand(2, 3, 128, 160, device="cuda"),
-                  torch.randn(2, 3, 128, 160, device="cuda").mul_(0.2).add_(0.5)]
-        for x in probes:
-            eager = [o.clone() for o in net(x)]
-            static_x.copy_(x)
-            graph.replay()
-            torch.cuda.synchronize()
-            for e, g in zip(eager, static_out, strict=True):
-                assert torch.equal(e, g)
+    check_graph_replay_equals_eager(net)
 
 
 def test_dense_family_postprocess_fn_is_the_family_module_one_also_for_a_subclass() -> None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _pose_checks import (
+    check_keypoint_terms_decrease,
+    check_loss_without_objects,
+    check_postprocess_columns_and_arch,
+)
 
 from libreyolo.errors import ConfigError
-from libreyolo.model import Model
 from libreyolo.models.yolo9_pose.loss import YOLO9PoseLoss, assigned_rows
 from libreyolo.models.yolo9_pose.nn import build_yolo9_pose, decode_keypoints
 from libreyolo.ops.keypoints import keypoint_similarity
-from libreyolo.registry import families
 
 # nc=80, nkpt=17, unfused; box_groups=1 equals Ultralytics' yolov9{t,s}.yaml with a Pose(nc, [17, 3])
 # head less its 16-value constant DFL projection (tests/unit/convert/test_yolo9_pose_ultralytics.py)
@@ -39,53 +42,19 @@ def test_decode_is_relative_to_the_anchor_and_stride() -> None:
     assert k.tolist() == [[[(0.5 + 3.0) * 16, (-1.0 + 1.0) * 16, 0.5]]]
 
 
-def _batch() -> dict:
-    kpts = torch.tensor([[[0.30, 0.30, 2.0], [0.70, 0.30, 2.0], [0.70, 0.70, 2.0], [0.30, 0.70, 1.0], [0, 0, 0]],
-                         [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.45, 0.45, 2.0], [0.15, 0.45, 2.0], [0.3, 0.1, 2.0]]])
-    return {"batch_idx": torch.tensor([0, 1]), "cls": torch.tensor([0, 1]),
-            "bboxes": torch.tensor([[0.5, 0.5, 0.4, 0.4], [0.3, 0.275, 0.3, 0.35]]), "keypoints": kpts}
-
-
 def test_loss_without_objects_is_finite_and_backpropagates() -> None:
     net = build_yolo9_pose(size="t", nc=2, nkpt=5).train()
-    empty = {"batch_idx": torch.zeros(0, dtype=torch.long), "cls": torch.zeros(0), "bboxes": torch.zeros(0, 4),
-             "keypoints": torch.zeros(0, 5, 3)}
-    loss, items = YOLO9PoseLoss(net)(net(torch.rand(1, 3, 64, 64)), empty)
-    loss.backward()
-    assert torch.isfinite(loss) and items.shape == (5,) and float(items[1]) == 0.0 and float(items[2]) == 0.0
+    check_loss_without_objects(net, YOLO9PoseLoss(net))
 
 
 def test_keypoint_terms_decrease_over_a_few_steps() -> None:
     torch.manual_seed(0)
     net = build_yolo9_pose(size="t", nc=2, nkpt=5).train()
-    crit = YOLO9PoseLoss(net)
-    x = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))
-    opt = torch.optim.Adam(net.parameters(), lr=2e-3)
-    batch = _batch()
-    history = []
-    for _ in range(8):
-        loss, items = crit(net(x), batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        history.append(items)
-    first, last = history[0], history[-1]
-    assert float(last.sum()) < float(first.sum())
-    assert float(last[1]) < float(first[1]) and float(last[2]) < float(first[2])  # pose location, visibility
+    check_keypoint_terms_decrease(net, YOLO9PoseLoss(net))
 
 
 def test_postprocess_columns_and_family_arch() -> None:
-    torch.manual_seed(0)
-    model = Model(families()["yolo9_pose"](size="t", nc=3))
-    assert model.nkpt == 17 and model.arch == {}
-    model.set_arch(nkpt=4, skeleton=[[0, 1]])
-    assert model.nkpt == 4 and model.arch == {"nkpt": 4, "skeleton": [[0, 1]]}
-    dets = model.postprocess(model.eager_forward(torch.rand(2, 3, 64, 64)), conf=0.0, iou=0.7, classes=[1],
-                             max_det=6, agnostic=False)
-    assert len(dets) == 2 and all(d.shape == (6, 6 + 12) for d in dets)
-    assert bool((dets[0][:, 5] == 1).all()) and bool(((dets[0][:, 8::3] > 0) & (dets[0][:, 8::3] < 1)).all())
-    with pytest.raises(ConfigError, match="expects 3 levels"):
-        model.postprocess([torch.zeros(1, 5, 2, 2)], conf=0.0, iou=0.7, classes=None, max_det=6, agnostic=False)
+    check_postprocess_columns_and_arch("yolo9_pose", "t", levels_error="expects 3 levels")
 
 
 def test_each_foreground_anchor_learns_the_keypoints_of_the_box_it_was_assigned() -> None:

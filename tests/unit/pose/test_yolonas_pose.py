@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from _pose_checks import (
+    check_keypoint_terms_decrease,
+    check_loss_without_objects,
+    check_postprocess_columns_and_arch,
+)
 
 from libreyolo import SAMPLE_IMAGE, LibreYOLO
 from libreyolo.data.shapes_pose import ensure_shapes_pose_dataset
@@ -79,20 +84,9 @@ def test_decode_is_the_reference_offset_plus_cell_times_stride() -> None:
     assert k.tolist() == [[[(0.25 + 3.0) * 16, (-0.5 + 1.0) * 16, 0.5]]]
 
 
-def _batch() -> dict:
-    kpts = torch.tensor([[[0.30, 0.30, 2.0], [0.70, 0.30, 2.0], [0.70, 0.70, 2.0], [0.30, 0.70, 1.0], [0, 0, 0]],
-                         [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.45, 0.45, 2.0], [0.15, 0.45, 2.0], [0.3, 0.1, 2.0]]])
-    return {"batch_idx": torch.tensor([0, 1]), "cls": torch.tensor([0, 1]),
-            "bboxes": torch.tensor([[0.5, 0.5, 0.4, 0.4], [0.3, 0.275, 0.3, 0.35]]), "keypoints": kpts}
-
-
 def test_loss_without_objects_is_finite_and_backpropagates() -> None:
     net = build_yolonas_pose(size="n", nc=2, nkpt=5).train()
-    empty = {"batch_idx": torch.zeros(0, dtype=torch.long), "cls": torch.zeros(0), "bboxes": torch.zeros(0, 4),
-             "keypoints": torch.zeros(0, 5, 3)}
-    loss, items = YOLONASPoseLoss(net)(net(torch.rand(1, 3, 64, 64)), empty)
-    loss.backward()
-    assert torch.isfinite(loss) and items.shape == (5,) and float(items[1]) == 0.0 and float(items[2]) == 0.0
+    check_loss_without_objects(net, YOLONASPoseLoss(net))
 
 
 def test_loss_and_keypoint_terms_decrease_over_a_few_steps() -> None:
@@ -100,32 +94,11 @@ def test_loss_and_keypoint_terms_decrease_over_a_few_steps() -> None:
     net = build_yolonas_pose(size="n", nc=2, nkpt=5).train()
     crit = YOLONASPoseLoss(net)
     assert crit.kpt_scale == 1.0 and crit.reg_max == 17
-    x = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))
-    opt = torch.optim.Adam(net.parameters(), lr=2e-3)
-    history = []
-    for _ in range(8):
-        loss, items = crit(net(x), _batch())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        history.append(items)
-    first, last = history[0], history[-1]
-    assert float(last.sum()) < float(first.sum())
-    assert float(last[1]) < float(first[1]) and float(last[2]) < float(first[2])  # pose location, visibility
+    check_keypoint_terms_decrease(net, crit)
 
 
 def test_postprocess_columns_and_family_arch() -> None:
-    torch.manual_seed(0)
-    model = Model(families()["yolonas_pose"](size="n", nc=3))
-    assert model.nkpt == 17 and model.arch == {} and model.task == "pose"
-    model.set_arch(nkpt=4, skeleton=[[0, 1]])
-    assert model.nkpt == 4 and model.arch == {"nkpt": 4, "skeleton": [[0, 1]]}
-    dets = model.postprocess(model.eager_forward(torch.rand(2, 3, 64, 64)), conf=0.0, iou=0.7, classes=[1],
-                             max_det=6, agnostic=False)
-    assert len(dets) == 2 and all(d.shape == (6, 6 + 12) for d in dets)
-    assert bool((dets[0][:, 5] == 1).all()) and bool(((dets[0][:, 8::3] > 0) & (dets[0][:, 8::3] < 1)).all())
-    with pytest.raises(ConfigError, match="YOLO-NAS-Pose postprocess expects 3 levels"):
-        model.postprocess([torch.zeros(1, 5, 2, 2)], conf=0.0, iou=0.7, classes=None, max_det=6, agnostic=False)
+    check_postprocess_columns_and_arch("yolonas_pose", "n", levels_error="YOLO-NAS-Pose postprocess expects 3 levels")
 
 
 def test_weights_names_resolve_to_the_detector_and_the_pose_family() -> None:

@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
+from _seg_checks import (
+    check_fuse_equals_unfused,
+    fit_on_shapes_seg,
+    loss_without_instances,
+    n_params,
+)
 
 from libreyolo import SAMPLE_IMAGE
-from libreyolo.data.segment import SegmentDataset, collate_segment, load_segment_data
 from libreyolo.data.shapes_seg import ensure_shapes_seg_dataset
-from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.model import Model
 from libreyolo.models.rtmdet_ins.family import RTMDetIns
 from libreyolo.models.rtmdet_ins.loss import dice_loss, mask_centers
@@ -28,8 +31,7 @@ PUBLISHED_M = {"t": 5.6, "s": 10.18, "m": 27.58, "l": 57.37, "x": 102.7}
 MEASURED = {"t": 5_638_187, "s": 10_183_311, "m": 27_575_111, "l": 57_365_663, "x": 102_703_767}  # ours, unfused
 
 
-def _n(net: nn.Module) -> int:
-    return sum(p.numel() for p in net.parameters())
+_n = n_params
 
 
 @pytest.mark.parametrize("size", ["t", "s", "m", "l", "x"])
@@ -134,41 +136,12 @@ def test_mask_centres_are_the_centre_of_mass_in_input_pixels() -> None:
 
 
 def test_fuse_equals_unfused() -> None:
-    torch.manual_seed(1)
-    net = build_rtmdet_ins(size="t", nc=2)
-    randomise_norm_stats(net, seed=0)
-    net.eval()
-    x = torch.rand(1, 3, 64, 64)
-    with torch.no_grad():
-        ref = [o.clone() for o in net(x)]
-        got = net.fuse()(x)
-    for r, g in zip(ref, got, strict=True):
-        assert (r - g).abs().max().item() <= 1e-4 * max(1.0, r.abs().max().item())
-
-
-def _batch(root: Path, n: int = 4) -> dict:
-    cfg = load_segment_data(str(ensure_shapes_seg_dataset(root, n_train=n, n_val=1, imgsz=64)))
-    ds = SegmentDataset(cfg.train, imgsz=64, nc=cfg.nc)
-    return collate_segment([ds[i] for i in range(n)])
+    check_fuse_equals_unfused(lambda: build_rtmdet_ins(size="t", nc=2))
 
 
 def test_loss_is_finite_and_decreases_on_shapes_seg(tmp_path: Path) -> None:
     torch.manual_seed(0)
-    fam = RTMDetIns(size="t", nc=6)
-    batch = _batch(tmp_path)
-    assert batch["masks"].shape[0] > 0
-    crit = fam.build_criterion()
-    net = fam.net.train()
-    opt = torch.optim.Adam(net.parameters(), lr=2e-3)
-    x = batch["img"].float() / 255
-    history = []
-    for _ in range(12):
-        loss, items = crit(net(x), batch)
-        assert torch.isfinite(loss) and items.shape == (3,) and bool((items >= 0).all())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        history.append(items)
+    history = fit_on_shapes_seg(RTMDetIns(size="t", nc=6), tmp_path, steps=12, n_items=3)
     h = torch.stack(history)  # (steps, 3): cls, box, seg
     first, last = h[:3].mean(0), h[-3:].mean(0)
     assert float(first[2]) > 0.0  # positives were found and the dice term is live
@@ -178,13 +151,8 @@ def test_loss_is_finite_and_decreases_on_shapes_seg(tmp_path: Path) -> None:
 
 
 def test_loss_without_instances_is_finite_and_backpropagates() -> None:
-    fam = RTMDetIns(size="t", nc=6)
-    batch = {"batch_idx": torch.zeros(0, dtype=torch.long), "cls": torch.zeros(0), "bboxes": torch.zeros(0, 4),
-             "masks": torch.zeros(0, 16, 16, dtype=torch.uint8)}
-    net = fam.net.train()
-    loss, items = fam.build_criterion()(net(torch.rand(2, 3, 64, 64)), batch)
-    loss.backward()
-    assert torch.isfinite(loss) and float(items[2]) == 0.0
+    net, items = loss_without_instances(RTMDetIns(size="t", nc=6))
+    assert float(items[2]) == 0.0
     assert net.head.mask_head.projection.weight.grad is not None
     assert net.head.rtm_kernel[0].weight.grad is not None
 

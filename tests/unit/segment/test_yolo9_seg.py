@@ -9,19 +9,20 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
+from _seg_checks import (
+    check_fuse_equals_unfused,
+    fit_on_shapes_seg,
+    loss_without_instances,
+    n_params,
+)
 
-from libreyolo.data.segment import SegmentDataset, collate_segment, load_segment_data
-from libreyolo.data.shapes_seg import ensure_shapes_seg_dataset
-from libreyolo.graphs.parity import randomise_norm_stats
 from libreyolo.models.yolo9_seg.family import YOLO9Seg
 from libreyolo.models.yolo9_seg.nn import build_yolo9_seg
 
 REG_MAX, NM = 16, 32
 
 
-def _n(net: nn.Module) -> int:
-    return sum(p.numel() for p in net.parameters())
+_n = n_params
 
 
 @pytest.mark.parametrize("mode", ["train", "eval"])
@@ -67,54 +68,20 @@ def test_parameter_count_equals_ultralytics(size: str) -> None:
 
 
 def test_fuse_equals_unfused() -> None:
-    torch.manual_seed(1)
-    net = build_yolo9_seg(size="t", nc=2)
-    randomise_norm_stats(net, seed=0)
-    net.eval()
-    x = torch.rand(1, 3, 64, 64)
-    with torch.no_grad():
-        ref = [o.clone() for o in net(x)]
-        got = net.fuse()(x)
-    for r, g in zip(ref, got, strict=True):
-        assert (r - g).abs().max().item() <= 1e-4 * max(1.0, r.abs().max().item())
-
-
-def _batch(root: Path, n: int = 4) -> dict:
-    cfg = load_segment_data(str(ensure_shapes_seg_dataset(root, n_train=n, n_val=1, imgsz=64)))
-    ds = SegmentDataset(cfg.train, imgsz=64, nc=cfg.nc)
-    return collate_segment([ds[i] for i in range(n)])
+    check_fuse_equals_unfused(lambda: build_yolo9_seg(size="t", nc=2))
 
 
 def test_loss_is_finite_and_decreases_on_shapes_seg(tmp_path: Path) -> None:
     torch.manual_seed(0)
-    fam = YOLO9Seg(size="t", nc=6)
-    batch = _batch(tmp_path)
-    assert batch["masks"].shape[0] > 0
-    crit = fam.build_criterion()
-    net = fam.net.train()
-    opt = torch.optim.Adam(net.parameters(), lr=2e-3)
-    x = batch["img"].float() / 255
-    history = []
-    for _ in range(6):
-        loss, items = crit(net(x), batch)
-        assert torch.isfinite(loss) and items.shape == (4,) and bool((items >= 0).all())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        history.append(items)
+    history = fit_on_shapes_seg(YOLO9Seg(size="t", nc=6), tmp_path, steps=6, n_items=4)
     first, last = history[0], history[-1]
     assert float(last.sum()) < float(first.sum())
     assert float(last[1]) < float(first[1])  # the mask term itself goes down
 
 
 def test_loss_without_instances_is_finite_and_backpropagates(tmp_path: Path) -> None:
-    fam = YOLO9Seg(size="t", nc=6)
-    batch = {"batch_idx": torch.zeros(0, dtype=torch.long), "cls": torch.zeros(0), "bboxes": torch.zeros(0, 4),
-             "masks": torch.zeros(0, 16, 16, dtype=torch.uint8)}
-    net = fam.net.train()
-    loss, items = fam.build_criterion()(net(torch.rand(2, 3, 64, 64)), batch)
-    loss.backward()
-    assert torch.isfinite(loss) and float(items[1]) == 0.0
+    net, items = loss_without_instances(YOLO9Seg(size="t", nc=6))
+    assert float(items[1]) == 0.0
     assert net.head.proto.cv3.conv.weight.grad is not None
 
 

@@ -1,0 +1,159 @@
+"""PP-OCR (PaddleOCR's text detection + recognition system) as one family of the ``ocr`` task:
+sizes ``tiny`` (test size) and ``v4`` (PP-OCRv4 mobile), ``LibrePPOCR<size>-ocr.pt``.
+
+Seam (SPEC G-9): :meth:`forward_stages` = the detector (capturable: one graph per input shape,
+bounded by the runner's cache cap) then the recogniser (eager: the number of text regions, and so
+the recogniser's batch, changes per image). The detector stage passes the input batch on beside
+the probability map; the eager stage finds the boxes on the host (contours), crops them from the
+input with ``grid_sample`` and reads them. Without a capture scope (``cuda_graph=False``) both
+stages run eagerly: the same result by construction.
+
+Raw output of the chain (what :meth:`postprocess` reads): ``(prob Tensor[B, 1, H, W], quads
+Tensor[n, 4, 2] input pixels, index Tensor[n] image of each region, det scores Tensor[n],
+char probs Tensor[n, T, nc + 1])``; ``net(x)`` and an ONNX export return ``prob`` alone (the
+detector), whose postprocess gives boxes with empty strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ...graphs.seam import Stage
+from .._base.family import Family
+from .charset import default_names
+from .postprocess import crop_regions, ctc_decode, db_boxes
+from .variants import VARIANTS
+
+REC_EAGER_REASON = ("per-region: the number of detected text regions (the recogniser's batch) and their crops "
+                    "depend on the probability map, so box extraction and recognition run eager")
+DB_THRESH = 0.3  # binarisation threshold of the probability map (PaddleOCR DBPostProcess)
+UNCLIP = 1.5
+
+
+class PPOCR(Family):
+    FAMILY: ClassVar[str] = "ppocr"
+    NAME_TOKEN: ClassVar[str] = "PPOCR"
+    TASKS: ClassVar[tuple[str, ...]] = ("ocr",)
+    OUTPUT_KIND: ClassVar[str] = "ocr"
+    SIZES: ClassVar[tuple[str, ...]] = tuple(VARIANTS)
+    DEFAULT_IMGSZ: ClassVar[int] = 640
+    STRIDE: ClassVar[int] = 32
+    LOSS_NAMES: ClassVar[tuple[str, ...]] = ("shrink", "thresh", "binary", "ctc")
+    OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("prob",)  # the exported detector
+    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch", "height", "width")
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
+    CUDA_GRAPH_REASON: ClassVar[str] = ("no bitwise parity run of the seam (captured detector + eager recogniser) "
+                                        "recorded yet: tests/gpu/test_ppocr_gpu.py")
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
+    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded; the CTC branch crops per box"
+    # PaddleOCR: Adam 1e-3 (cosine), L2 5e-5; here AdamW (the trainer has no plain Adam); no mosaic
+    TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {"optimizer": "AdamW", "lr0": 1e-3, "weight_decay": 5e-5,
+                                                   "mosaic": 0.0, "warmup_bias_lr": 0.0}
+
+    def __init__(self, *, size: str, task: str | None = None, nc: int = 80,
+                 names: dict[int, str] | list[str] | None = None, imgsz: int | None = None) -> None:
+        """``names`` are the recogniser's characters (default: the bundled dictionary,
+        :mod:`.charset`); ``nc`` is their count."""
+        if names is not None:
+            nc = len(names)
+        else:
+            names = default_names(nc)
+            nc = len(names)
+        super().__init__(size=size, task=task, nc=nc, names=names, imgsz=imgsz or (64 if size == "tiny" else 640))
+
+    @classmethod
+    def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:
+        from .heads import PPOCRNet
+
+        ds, neck, rs, dims, hidden, depth, heads, rec_hw = VARIANTS[size]
+        return PPOCRNet(det_scale=ds, neck=neck, rec_scale=rs, nc=nc, dims=dims, hidden=hidden, depth=depth,
+                        heads=heads, rec_hw=rec_hw)
+
+    @property
+    def chars(self) -> list[str]:
+        return [self.names[i] for i in range(self.nc)]
+
+    # ------------------------------------------------------------------ the seam
+    def _detect(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return x, self.net(x)
+
+    def _recognise(self, val: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        x, prob = val
+        quads, index, scores = self.find_boxes(prob, box_thresh=getattr(self, "_box_thresh", 0.6))
+        crops = crop_regions(x, index, quads.to(x.device), tuple(self.net.rec_hw))
+        probs = self.net.rec(crops.to(x.dtype)) if len(crops) else x.new_zeros(0, self.net.rec_hw[1] // 8, self.nc + 1)
+        return prob, quads.to(prob.device), index.to(prob.device), scores.to(prob.device), probs
+
+    def forward_stages(self) -> list[Stage]:
+        return [Stage(name="detector", fn=self._detect, capturable=True),
+                Stage(name="recogniser", fn=self._recognise, capturable=False, reason=REC_EAGER_REASON)]
+
+    def find_boxes(self, prob: Tensor, *, box_thresh: float = 0.6) -> tuple[Tensor, Tensor, Tensor]:
+        """prob Tensor[B, 1, H, W] -> (quads Tensor[n, 4, 2] float32, index Tensor[n] int64, scores
+        Tensor[n] float32), on the CPU."""
+        maps = prob.detach().float().cpu().numpy()[:, 0]
+        quads, index, scores = [], [], []
+        for b, m in enumerate(maps):
+            q, s = db_boxes(m, thresh=DB_THRESH, box_thresh=box_thresh, unclip=UNCLIP)
+            quads.append(q)
+            scores.append(s)
+            index.append(np.full(len(q), b, np.int64))
+        return (torch.from_numpy(np.concatenate(quads)), torch.from_numpy(np.concatenate(index)),
+                torch.from_numpy(np.concatenate(scores)))
+
+    # ------------------------------------------------------------------ outputs
+    def postprocess(self, raw: Any, *, conf: float = 0.6, iou: float = 0.0, classes: list[int] | None = None,
+                    max_det: int = 1000, agnostic: bool = False) -> list[dict[str, Any]]:
+        """Raw chain output (module docstring) -> per image ``{"polygons": Tensor[n, 4, 2] float32
+        input pixels, "det_scores": Tensor[n], "texts": list[str], "scores": Tensor[n] recognition
+        confidence}``. A detector-only output (``net(x)``, an ONNX export) gives the boxes over
+        ``conf`` with empty texts; ``iou`` / ``classes`` / ``agnostic`` do not apply."""
+        if isinstance(raw, Tensor) or len(raw) == 1:
+            prob = raw if isinstance(raw, Tensor) else raw[0]
+            quads, index, dscore = self.find_boxes(prob, box_thresh=conf)
+            texts, rscore = [""] * len(quads), [0.0] * len(quads)
+        else:
+            prob, quads, index, dscore, probs = raw
+            texts, rscore = ctc_decode(probs, self.chars)
+            quads, index, dscore = quads.float().cpu(), index.cpu(), dscore.float().cpu()
+        out = []
+        rs = torch.tensor(rscore, dtype=torch.float32)
+        for b in range(prob.shape[0]):
+            sel = torch.nonzero((index == b) & (dscore >= conf)).flatten()[:max_det]
+            out.append({"polygons": quads[sel], "det_scores": dscore[sel], "texts": [texts[i] for i in sel.tolist()],
+                        "scores": rs[sel]})
+        return out
+
+    def crop(self, images: Tensor, index: Tensor, quads: Tensor) -> Tensor:
+        """Regions of ``images`` (Tensor[B, 3, H, W] in [0, 1]) at the recogniser's input size."""
+        return crop_regions(images, index, quads, tuple(self.net.rec_hw))
+
+    @contextmanager
+    def box_threshold(self, conf: float) -> Iterator[None]:
+        """Within the block the eager stage keeps boxes whose mean probability is over ``conf``."""
+        old, self._box_thresh = getattr(self, "_box_thresh", 0.6), float(conf)
+        try:
+            yield
+        finally:
+            self._box_thresh = old
+
+    def recognise(self, crops: Tensor) -> tuple[list[str], list[float]]:
+        """Crops Tensor[n, 3, h, w] in [0, 1] (the recogniser's input size) -> (strings, scores)."""
+        was = self.net.rec.training
+        self.net.rec.eval()
+        try:
+            with torch.inference_mode():
+                return ctc_decode(self.net.rec(crops), self.chars)
+        finally:
+            self.net.rec.train(was)
+
+    def build_criterion(self) -> Any:
+        from .loss import OCRLoss
+
+        return OCRLoss(self)
