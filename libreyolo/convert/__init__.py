@@ -65,11 +65,12 @@ class ForeignWeights:
 _LABELS = {"ultralytics": "an Ultralytics", "timm": "a timm", "transformers": "a transformers", "yolox": "a YOLOX",
            "basicsr": "a BasicSR (NAFNet / Real-ESRGAN)", "super_gradients": "a super-gradients",
            "mmdet": "an mmdetection RTMDet",
-           "darknet": "a Darknet .weights", "depth_anything_3": "a Depth Anything 3"}
+           "darknet": "a Darknet .weights", "depth_anything_3": "a Depth Anything 3", "birefnet": "a BiRefNet"}
 
 
 def _readers() -> tuple[Any, ...]:
     from . import basicsr as basicsr_reader
+    from . import birefnet as birefnet_reader
     from . import darknet as darknet_reader
     from . import depth_anything3 as da3_reader
     from . import mmdet as mmdet_reader
@@ -79,8 +80,8 @@ def _readers() -> tuple[Any, ...]:
     from . import ultralytics as ul_reader
     from . import yolox as yolox_reader
 
-    return (ul_reader, timm_reader, hf_reader, yolox_reader, basicsr_reader, sg_reader, mmdet_reader, darknet_reader,
-            da3_reader)
+    return (ul_reader, timm_reader, birefnet_reader, hf_reader, yolox_reader, basicsr_reader, sg_reader, mmdet_reader,
+            darknet_reader, da3_reader)  # birefnet before transformers: its Hub files may have a config.json
 
 
 def detect_format(path: str | Path) -> str | None:

@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
-from . import restore_io
+from . import depth_io
 from .boxes import Boxes, Probs
 from .results_io import _plural, _same_file, next_run_dir, write_bgr  # noqa: F401 - re-exported (saving, tests)
 from .results_kinds import check_maps, kind_plot, kind_summary, kind_verbose
@@ -67,6 +67,8 @@ class Results(MapsMixin):
         semantic (Tensor[H, W], int64, CPU): a class id per original-image pixel for semantic
             segmentation, else ``None`` (:mod:`libreyolo.engine.semantic_io`: overlay, summary, PNG).
         depth (Tensor[H, W], float32, CPU): depth per original-image pixel (:mod:`.depth_io`), else ``None``.
+        depth_kind: what ``depth`` holds, one of :data:`.depth_io.DEPTH_KINDS` (``"disparity"``: larger =
+            nearer, the default; ``"depth"`` / ``"metric"`` / ``"metres"``: larger = farther).
         points (Tensor[n, 4], float32, CPU): centroids x, y, conf, cls (:mod:`.points_io`), else ``None``.
         masks (Tensor[N, H, W] bool, CPU): one mask per box for instance segmentation, else
             ``None`` (:mod:`libreyolo.engine.masks`: polygons, overlay, ``segments`` in summary).
@@ -97,6 +99,7 @@ class Results(MapsMixin):
         probs: Tensor | np.ndarray | Probs | None = None,
         semantic: Tensor | np.ndarray | None = None,
         depth: Tensor | np.ndarray | None = None,
+        depth_kind: str | None = None,
         alpha: Tensor | np.ndarray | None = None,  # matte: :mod:`.matte_io`
         points: Tensor | np.ndarray | None = None,
         restored: Tensor | np.ndarray | None = None,  # restoration: :mod:`.restore_io`
@@ -121,6 +124,7 @@ class Results(MapsMixin):
         self.probs: Probs | None = None
         self.semantic: Tensor | np.ndarray | None = None
         self.depth: Tensor | np.ndarray | None = None
+        self.depth_kind: str | None = depth_io.check_depth_kind(depth_kind)  # None: disparity
         self.alpha: Tensor | np.ndarray | None = None
         self.points: Tensor | None = None
         self.restored: Tensor | None = None
@@ -188,8 +192,8 @@ class Results(MapsMixin):
         kwargs: dict[str, Any] = {
             "orig_img": self.orig_img, "path": self.path, "names": self.names, "speed": self.speed,
             "frame": self.frame, "boxes": self.boxes, "probs": self.probs, "semantic": self.semantic,
-            "depth": self.depth, "alpha": self.alpha, "points": self.points, "restored": self.restored, "masks": self.masks,
-            "keypoints": self.keypoints, "texts": self.texts,
+            "depth": self.depth, "depth_kind": self.depth_kind, "alpha": self.alpha, "points": self.points,
+            "restored": self.restored, "masks": self.masks, "keypoints": self.keypoints, "texts": self.texts,
         }
         kwargs.update(fields)
         return Results(**kwargs)
@@ -433,31 +437,9 @@ class Results(MapsMixin):
             >>> r.save(out).name, r.save(out / "annotated.png").name, r.save_path.suffix
             ('bus.jpg', 'annotated.png', '.png')
         """
-        if target is None:
-            default = self._file_in(Path.cwd())
-            target = default.with_name(f"results_{default.name}")
-        target = Path(target)
-        suffix = target.suffix.lower()
-        if suffix in WRITABLE_SUFFIXES and not target.is_dir():
-            file = target
-        elif suffix in _UNWRITABLE_SUFFIXES and not target.is_dir():
-            raise ConfigError(
-                f"cannot save to '{target}': '{suffix}' is not a format save() writes; "
-                f"use one of {', '.join(WRITABLE_SUFFIXES)} or a directory"
-            )
-        else:  # a directory, even with a dot in its name (runs/exp.1)
-            file = self._file_in(target)
-        if self.path is not None and _same_file(file, Path(self.path)):
-            raise ConfigError(f"save() would overwrite the source image '{self.path}'; pass another file or folder")
-        file.parent.mkdir(parents=True, exist_ok=True)
-        bgr = restore_io.to_bgr(self) if self.restored is not None else self.plot(labels=labels, conf=conf,
-                                                                                   line_width=line_width)
-        write_bgr(file, bgr)
-        if self.alpha is not None:  # a matte: the mask PNG beside the overlay
-            self.save_alpha(file.with_name(f"{file.stem}_alpha.png"))
-        logger.debug("saved %s", file)
-        self.save_path = file
-        return file
+        from .results_io import save_result
+
+        return save_result(self, target, labels=labels, conf=conf, line_width=line_width)
 
     def save_txt(self, file: str | Path, *, save_conf: bool = False) -> Path:
         """Write the detections as YOLO label lines ``cls xc yc w h [conf] [id]`` (normalised
@@ -508,15 +490,3 @@ class Results(MapsMixin):
         from .results_io import crop_stem, write_crops
 
         return write_crops(self, Path(save_dir), crop_stem(self, file_name))
-
-    def _file_in(self, folder: Path) -> Path:
-        if self.path is not None:
-            src = Path(self.path)
-            if self.frame is not None:
-                return folder / f"{src.stem}_{self.frame:06d}.jpg"
-            suffix = src.suffix.lower() if src.suffix.lower() in WRITABLE_SUFFIXES else ".jpg"
-            return folder / f"{src.stem}{suffix}"
-        i = 0
-        while (folder / f"image{i}.jpg").exists():
-            i += 1
-        return folder / f"image{i}.jpg"

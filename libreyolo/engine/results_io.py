@@ -1,6 +1,6 @@
 """Tables, label files, crops and the probabilities plot of
-:class:`~libreyolo.engine.results.Results` (its ``to_df``, ``to_csv``, ``save_txt``, ``save_crop``
-and classification ``plot`` live here to keep ``results.py`` small), and the image writer and
+:class:`~libreyolo.engine.results.Results` (its ``to_df``, ``to_csv``, ``save_txt``, ``save_crop``,
+the body of ``save`` and the classification ``plot`` live here to keep ``results.py`` small), and the image writer and
 run-folder naming the results and the savers share (:func:`write_bgr`, :func:`next_run_dir`).
 
 pandas is optional: only :func:`summary_to_df` imports it, when first called; CSV is written
@@ -290,3 +290,56 @@ def _plural(word: str) -> str:
     if len(word) > 1 and word.endswith("y") and word[-2] not in "aeiou":
         return word[:-1] + "ies"
     return word + "s"
+
+
+def save_result(r: Results, target: str | Path | None, *, labels: bool, conf: bool,
+                line_width: int | None) -> Path:
+    """The body of :meth:`Results.save`: pick the file (``target`` a file, a folder or ``None``),
+    refuse the source image and unwritable suffixes, write the picture (and a matte's alpha PNG)."""
+    import logging
+
+    from . import restore_io
+    from .results import _UNWRITABLE_SUFFIXES, WRITABLE_SUFFIXES
+
+    if target is None:
+        default = file_in(r, Path.cwd())
+        target = default.with_name(f"results_{default.name}")
+    target = Path(target)
+    suffix = target.suffix.lower()
+    if suffix in WRITABLE_SUFFIXES and not target.is_dir():
+        file = target
+    elif suffix in _UNWRITABLE_SUFFIXES and not target.is_dir():
+        raise ConfigError(
+            f"cannot save to '{target}': '{suffix}' is not a format save() writes; "
+            f"use one of {', '.join(WRITABLE_SUFFIXES)} or a directory"
+        )
+    else:  # a directory, even with a dot in its name (runs/exp.1)
+        file = file_in(r, target)
+    if r.path is not None and _same_file(file, Path(r.path)):
+        raise ConfigError(f"save() would overwrite the source image '{r.path}'; pass another file or folder")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    bgr = restore_io.to_bgr(r) if r.restored is not None else r.plot(labels=labels, conf=conf,
+                                                                      line_width=line_width)
+    write_bgr(file, bgr)
+    if r.alpha is not None:  # a matte: the mask PNG beside the overlay
+        r.save_alpha(file.with_name(f"{file.stem}_alpha.png"))
+    logging.getLogger("libreyolo.engine.results").debug("saved %s", file)
+    r.save_path = file
+    return file
+
+
+def file_in(r: Results, folder: Path) -> Path:
+    """The file :meth:`Results.save` writes in ``folder``: named after the source (``_<frame>`` for a
+    video frame), else the first free ``image<i>.jpg``."""
+    from .results import WRITABLE_SUFFIXES
+
+    if r.path is not None:
+        src = Path(r.path)
+        if r.frame is not None:
+            return folder / f"{src.stem}_{r.frame:06d}.jpg"
+        suffix = src.suffix.lower() if src.suffix.lower() in WRITABLE_SUFFIXES else ".jpg"
+        return folder / f"{src.stem}{suffix}"
+    i = 0
+    while (folder / f"image{i}.jpg").exists():
+        i += 1
+    return folder / f"image{i}.jpg"

@@ -70,7 +70,8 @@ MODULES = ("libreyolo.model", "libreyolo.engine.results", "libreyolo.engine.boxe
            "libreyolo.tasks.ocr.scoring", "libreyolo.engine.ocr_io",
            "libreyolo.data.ocr", "libreyolo.data.shapes_ocr", "libreyolo.models.ppocr.postprocess",
            "libreyolo.models.ppocr.loss", "libreyolo.models.ppocr.charset", "libreyolo.models.ppocr.nn",
-           "libreyolo.models._vit.windowed", "libreyolo.models._detr.lwdetr")
+           "libreyolo.models._vit.windowed", "libreyolo.models._detr.lwdetr",
+           "libreyolo.models.depth_anything3.metric")
 
 PREAMBLE = "import torch\nfrom pathlib import Path\nfrom libreyolo import LibreYOLO, SAMPLE_IMAGE\n"
 

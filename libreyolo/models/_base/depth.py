@@ -50,6 +50,12 @@ class DepthFamily(Family):
         one = names if names is not None and len(names) == 1 else NAMES
         super().__init__(size=size, task=task, nc=1, names=one, imgsz=imgsz)
 
+    @property
+    def depth_kind(self) -> str:
+        """What this model's maps are, carried into ``Results.depth_kind``: :attr:`PREDICTS`
+        (``"disparity"`` / ``"depth"``; a metric size says ``"metric"``)."""
+        return self.PREDICTS
+
     def postprocess(self, raw: Any, *, conf: float = 0.0, iou: float = 0.0, classes: list[int] | None = None,
                     max_det: int = 0, agnostic: bool = False) -> list[Tensor]:
         """Depth Tensor[B, 1, h, w] -> per image Tensor[h, w] float32 (the task resizes it to the

@@ -9,8 +9,8 @@ are stripped. Any other key is named in a :class:`CheckpointError`. Only the Swi
 releases map (``swin_v1_l``: size l; ``swin_v1_t``, the ``_lite`` models: size lite); the size is
 read from the patch embedding's width.
 
-Not wired into ``LibreYOLO(path)`` yet (no reader recognises the files): load one with
-:func:`load_birefnet_weights`.
+``LibreYOLO(path)`` reads these files (:mod:`libreyolo.convert.birefnet` recognises them by their
+key names); :func:`load_birefnet_weights` loads a state dict into a model built by hand.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from torch import Tensor
 from ...errors import CheckpointError
 from .._base.convert_rules import fit, rename_all
 
-SOURCES: tuple[str, ...] = ()  # no reader recognises these files yet (module docstring)
+SOURCES: tuple[str, ...] = ("birefnet",)  # libreyolo.convert.birefnet
 WIDTH_TO_SIZE = {96: "lite", 192: "l"}
 _TABLE = re.compile(r"bb\.(layers\.\d+\.blocks\.\d+\.attn)\.relative_position_bias_table")
 _INDEX = re.compile(r"bb\.layers\.\d+\.blocks\.\d+\.attn\.relative_position_index")
@@ -63,6 +63,13 @@ def size_of(src: Mapping[str, Tensor]) -> str:
                                       "(96: Swin-T, lite; 192: Swin-L, l)")
             return size
     raise CheckpointError("no 'bb.patch_embed.proj.weight' in the file: not a Swin-backbone BiRefNet state dict")
+
+
+def match(fw: Any) -> tuple[str, int] | None:
+    """``(size, 1)`` for a BiRefNet checkpoint (size from the backbone width: :func:`size_of`)."""
+    if fw.source not in SOURCES:
+        return None
+    return size_of(fw.state_dict), 1
 
 
 def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:

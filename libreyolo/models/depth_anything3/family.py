@@ -39,6 +39,7 @@ class DepthAnything3(FusedAttentionOption, DepthFamily):
     DEFAULT_IMGSZ: ClassVar[int] = 518  # the position embedding's grid (37 x 37 patches)
     STRIDE: ClassVar[int] = 14  # the patch size
     PREDICTS: ClassVar[str] = "depth"  # larger = farther (Depth Anything V2: disparity)
+    METRIC_SIZES: ClassVar[tuple[str, ...]] = ("metric_l",)  # metres = focal_px * value / 300 (.metric)
     OUTPUT_NAMES = _OutputNames()  # type: ignore[assignment]
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
     CUDA_GRAPH_REASON: ClassVar[str] = ("no bitwise parity run of the seam (captured network + eager sky step) "
@@ -62,6 +63,11 @@ class DepthAnything3(FusedAttentionOption, DepthFamily):
     @property
     def has_sky(self) -> bool:
         return getattr(self.net, "aux_name", "") == "sky"
+
+    @property
+    def depth_kind(self) -> str:
+        """``"metric"`` for metric_l (:func:`~.metric.to_metres` gives metres), else ``"depth"``."""
+        return "metric" if self.size in self.METRIC_SIZES else self.PREDICTS
 
     def _sky(self, raw: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         depth, sky = raw

@@ -28,11 +28,21 @@ class DepthTask(MapTask):
     single_cls_why: ClassVar[str] = "has no classes"
     map_to_original = staticmethod(to_original)
     metric_keys: ClassVar[tuple[str, ...]] = ("abs_rel", "rmse", "delta1")
+    map_to_original = staticmethod(to_original)  # MapTask.outputs needs it (unset on main 3e7f23f: predict failed)
 
     def __init__(self) -> None:
         from ...data.depth import collate_depth
 
         self.collate = collate_depth
+
+    def outputs(self, twin: Any, raw: Any, **kw: Any) -> list[dict[str, Any]]:
+        """Per image ``{"depth": Tensor[H, W], "depth_kind": ...}``: :class:`MapTask`'s map and the
+        family's ``depth_kind``; a ``"metric"`` map is multiplied by the letterbox ratio, so that the
+        original image's focal length converts it (:mod:`libreyolo.models.depth_anything3.metric`)."""
+        kind = getattr(getattr(twin, "family", twin), "depth_kind", None)
+        maps = super().outputs(twin, raw, **kw)
+        scales = [float(p.ratio) if kind == "metric" else 1.0 for p in kw["params"]]
+        return [{"depth": m * s, "depth_kind": kind} for m, s in zip(maps, scales, strict=True)]
 
     def load_data(self, data: str) -> Any:
         from ...data.depth import load_depth_data
