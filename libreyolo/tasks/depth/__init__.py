@@ -28,7 +28,6 @@ class DepthTask(MapTask):
     single_cls_why: ClassVar[str] = "has no classes"
     map_to_original = staticmethod(to_original)
     metric_keys: ClassVar[tuple[str, ...]] = ("abs_rel", "rmse", "delta1")
-    map_to_original = staticmethod(to_original)  # MapTask.outputs needs it (unset on main 3e7f23f: predict failed)
 
     def __init__(self) -> None:
         from ...data.depth import collate_depth
