@@ -45,6 +45,8 @@ def _check_runtime(fmt: str, name: str, fam: type, tmp_path: Path) -> None:
     model.fuse()
     ref = model.eager_forward(x)
     ref = list(ref) if isinstance(ref, (list, tuple)) else [ref]
+    if fam.OUTPUT_KIND == "ocr":  # the export holds the detector; recognition runs eager in PyTorch only
+        ref = ref[:1]
     assert loaded.FAMILY == name and loaded.names == model.names
     got = loaded.forward(x)
     assert len(got) == len(ref), fmt
