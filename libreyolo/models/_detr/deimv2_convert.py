@@ -72,12 +72,13 @@ def _fill_shared_box_head(sd: dict[str, Tensor], own: Mapping[str, Tensor]) -> N
             sd[k] = saved[m[2]]
 
 
-def match_deimv2(fw: object) -> tuple[str, int] | None:
-    """``(size, nc)`` for a transformers DEIMv2 checkpoint: decoder width and the width of the
-    backbone's first returned stage and the encoder kind, looked up in the DEIMv2 size table."""
+def match_deimv2(fw: object, *, arch: str) -> tuple[str, int] | None:
+    """``(size, nc)`` for a transformers checkpoint of model type ``arch`` (the family's, passed in
+    by its ``convert.py``): decoder width and the width of the backbone's first returned stage and
+    the encoder kind, looked up in the DEIMv2 size table; None for another model type."""
     from .deimv2_variants import VARIANTS
 
-    if str(getattr(fw, "arch", "")).lower() != "deimv2":
+    if str(getattr(fw, "arch", "")).lower() != arch:
         return None
     sd: Mapping[str, Tensor] = getattr(fw, "state_dict", {})
     if "model.conv_encoder.spatial_tuning_adapter.stem_conv.conv.weight" in sd:
