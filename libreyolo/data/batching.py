@@ -88,3 +88,48 @@ class RectBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         mine = self.order()[self.rank::self.world_size]
         return iter([list(self.chunks[c]) for c in mine])
+
+
+class RectItems:
+    """``rect`` for a dataset that builds its items on (H, W) canvases (segment, pose): the files
+    sorted by aspect ratio (:meth:`_sort_by_aspect`), each item's shape (:meth:`out_shape`: square
+    S, its own :meth:`rect_shape`, or its batch's after :meth:`set_batch_shapes`). The dataset sets
+    ``rect``, ``stride``, ``imgsz`` and ``files``."""
+
+    rect: bool
+    stride: int
+    imgsz: int
+    files: list
+    shapes: np.ndarray | None = None  # rect: (h, w) of each file, in the sorted order
+    batch_shapes: np.ndarray | None = None  # rect: (H, W) of each item's batch (set_batch_shapes)
+
+    def _sort_by_aspect(self, image_hw: object, prefix: str) -> None:
+        """Sort ``files`` by h / w (stable), their (h, w) read by ``image_hw(file, prefix)``."""
+        shapes = np.asarray([image_hw(f, prefix) for f in self.files], np.int64).reshape(-1, 2)  # type: ignore[operator]
+        order = np.argsort(shapes[:, 0] / shapes[:, 1], kind="stable")
+        self.files, self.shapes = [self.files[j] for j in order], shapes[order]
+
+    def rect_shape(self, i: int) -> tuple[int, int]:
+        """(H, W) of item ``i`` under ``rect``: the smallest multiple of ``stride`` around the image
+        resized to a long side of S."""
+        assert self.shapes is not None
+        h0, w0 = (int(v) for v in self.shapes[i])
+        r = self.imgsz / max(h0, w0)
+        return (int(np.ceil(h0 * r / self.stride)) * self.stride, int(np.ceil(w0 * r / self.stride)) * self.stride)
+
+    def set_batch_shapes(self, batch: int) -> np.ndarray:
+        """``rect``: every item takes the shape of its chunk of ``batch`` consecutive items
+        (:func:`rect_batch_shapes`); call before the loader's workers start."""
+        if not self.rect or self.shapes is None:
+            raise ConfigError("set_batch_shapes needs a rect=True dataset (images sorted by aspect ratio)")
+        self.batch_shapes = rect_batch_shapes(self.shapes, imgsz=self.imgsz, batch=batch, stride=self.stride)
+        return self.batch_shapes
+
+    def out_shape(self, i: int) -> tuple[int, int]:
+        """(H, W) of item ``i``: square S, its own rect shape, or its batch's."""
+        if not self.rect:
+            return self.imgsz, self.imgsz
+        if self.batch_shapes is not None:
+            return int(self.batch_shapes[i][0]), int(self.batch_shapes[i][1])
+        return self.rect_shape(i)
+

@@ -52,6 +52,7 @@ import torch
 
 from .._cv import cv2
 from ..errors import ConfigError, DatasetError
+from .batching import RectItems
 from .config import DataConfig
 from .labels import label_path
 from .seeded import SeededDataset
@@ -199,7 +200,7 @@ def mixup_objects(img: np.ndarray, objs: tuple[np.ndarray, np.ndarray, np.ndarra
     return out, tuple(np.concatenate([a, b], 0) for a, b in zip(objs, objs2, strict=True))
 
 
-class PoseDataset(SeededDataset):
+class PoseDataset(RectItems, SeededDataset):
     """Image files with pose labels -> items (module docstring).
 
     Args:
@@ -237,14 +238,10 @@ class PoseDataset(SeededDataset):
         self.single_cls = bool(single_cls)
         self.files = [Path(f) for f in files]
         self.rect, self.stride = bool(rect), int(stride)
-        self.shapes: np.ndarray | None = None  # rect: (h, w) of each file, in the sorted order
-        self.batch_shapes: np.ndarray | None = None  # rect: (H, W) of each item's batch (set_batch_shapes)
         if self.rect:
             from .segment import _image_hw
 
-            shapes = np.asarray([_image_hw(f, prefix) for f in self.files], np.int64).reshape(-1, 2)
-            order = np.argsort(shapes[:, 0] / shapes[:, 1], kind="stable")
-            self.files, self.shapes = [self.files[j] for j in order], shapes[order]
+            self._sort_by_aspect(_image_hw, prefix)
         self.imgsz, self.nc, self.augment, self.prefix = imgsz, int(nc), augment, prefix
         self.kpt_shape = (int(kpt_shape[0]), int(kpt_shape[1]))
         self.flip_idx = list(flip_idx) if flip_idx is not None else None
@@ -255,31 +252,6 @@ class PoseDataset(SeededDataset):
             fliplr = 0.0
         self.scale, self.flips, self.hsv = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v)
         self._init_state()  # the trainer's dataset interface (SeededDataset): epoch, seed; no mosaic
-
-    def rect_shape(self, i: int) -> tuple[int, int]:
-        """(H, W) of item ``i`` under ``rect``: the smallest multiple of ``stride`` around the image
-        resized to a long side of S."""
-        h0, w0 = (int(v) for v in self.shapes[i])
-        r = self.imgsz / max(h0, w0)
-        return (int(np.ceil(h0 * r / self.stride)) * self.stride, int(np.ceil(w0 * r / self.stride)) * self.stride)
-
-    def set_batch_shapes(self, batch: int) -> np.ndarray:
-        """``rect``: every item takes the shape of its chunk of ``batch`` consecutive items
-        (:func:`~libreyolo.data.batching.rect_batch_shapes`); call before the loader's workers start."""
-        from .batching import rect_batch_shapes
-
-        if not self.rect:
-            raise ConfigError("set_batch_shapes needs a rect=True dataset (images sorted by aspect ratio)")
-        self.batch_shapes = rect_batch_shapes(self.shapes, imgsz=self.imgsz, batch=batch, stride=self.stride)
-        return self.batch_shapes
-
-    def out_shape(self, i: int) -> tuple[int, int]:
-        """(H, W) of item ``i``: square S, its own rect shape, or its batch's."""
-        if not self.rect:
-            return self.imgsz, self.imgsz
-        if self.batch_shapes is not None:
-            return int(self.batch_shapes[i][0]), int(self.batch_shapes[i][1])
-        return self.rect_shape(i)
 
     def __len__(self) -> int:
         return len(self.files)

@@ -39,6 +39,7 @@ import torch
 
 from .._cv import cv2
 from ..errors import ConfigError, DatasetError
+from .batching import RectItems
 from .labels import label_path
 from .seeded import SeededDataset
 
@@ -150,7 +151,7 @@ def from_rasters(full: np.ndarray, cls: list[int]) -> tuple[np.ndarray, np.ndarr
     return small.astype(np.uint8), boxes, np.asarray(cls, np.int64)[keep]
 
 
-class SegmentDataset(SeededDataset):
+class SegmentDataset(RectItems, SeededDataset):
     """Image files with polygon labels -> items (module docstring).
 
     Args:
@@ -190,12 +191,8 @@ class SegmentDataset(SeededDataset):
         self.single_cls = bool(single_cls)
         self.files = [Path(f) for f in files]
         self.rect, self.stride = bool(rect), int(stride)
-        self.shapes: np.ndarray | None = None  # rect: (h, w) of each file, in the sorted order
-        self.batch_shapes: np.ndarray | None = None  # rect: (H, W) of each item's batch (set_batch_shapes)
         if self.rect:
-            shapes = np.asarray([_image_hw(f, prefix) for f in self.files], np.int64).reshape(-1, 2)
-            order = np.argsort(shapes[:, 0] / shapes[:, 1], kind="stable")
-            self.files, self.shapes = [self.files[j] for j in order], shapes[order]
+            self._sort_by_aspect(_image_hw, prefix)
             mosaic = 0.0
         self.imgsz, self.nc, self.augment, self.prefix = imgsz, int(nc), augment, prefix
         self.scale, self.flips, self.hsv, self.mosaic = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v), float(mosaic)
@@ -206,31 +203,6 @@ class SegmentDataset(SeededDataset):
     @property
     def mosaic_enabled(self) -> bool:
         return bool(self._state[2])
-
-    def rect_shape(self, i: int) -> tuple[int, int]:
-        """(H, W) of item ``i`` under ``rect``: the smallest multiple of ``stride`` around the image
-        resized to a long side of S."""
-        h0, w0 = (int(v) for v in self.shapes[i])
-        r = self.imgsz / max(h0, w0)
-        return (int(np.ceil(h0 * r / self.stride)) * self.stride, int(np.ceil(w0 * r / self.stride)) * self.stride)
-
-    def set_batch_shapes(self, batch: int) -> np.ndarray:
-        """``rect``: every item takes the shape of its chunk of ``batch`` consecutive items
-        (:func:`~libreyolo.data.batching.rect_batch_shapes`); call before the loader's workers start."""
-        from .batching import rect_batch_shapes
-
-        if not self.rect:
-            raise ConfigError("set_batch_shapes needs a rect=True dataset (images sorted by aspect ratio)")
-        self.batch_shapes = rect_batch_shapes(self.shapes, imgsz=self.imgsz, batch=batch, stride=self.stride)
-        return self.batch_shapes
-
-    def out_shape(self, i: int) -> tuple[int, int]:
-        """(H, W) of item ``i``: square S, its own rect shape, or its batch's."""
-        if not self.rect:
-            return self.imgsz, self.imgsz
-        if self.batch_shapes is not None:
-            return int(self.batch_shapes[i][0]), int(self.batch_shapes[i][1])
-        return self.rect_shape(i)
 
     def close_mosaic(self) -> None:
         """Stop building mosaics (the trainer calls it for the last ``close_mosaic`` epochs)."""
