@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from .backends.torch import TorchBackend
-from .errors import CheckpointError, ConfigError, keyword_checked
+from .errors import ConfigError, keyword_checked
 from .models._base.family import CudaGraphPolicy, Family
 
 if TYPE_CHECKING:
@@ -449,9 +449,6 @@ class Model:
         return quant_info(self)
 
 
-INIT_SEED = 0  # the seed of LibreYOLO(..., pretrained=False)'s initial weights
-
-
 def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     model: str | Path = "LibreYOLO9t.pt",
     *,
@@ -468,7 +465,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     converted on load with one log line (:mod:`libreyolo.convert`, docs/weights.md); so is a Hub
     repository of such weights named ``"hf-hub:<owner>/<repo>"`` (Hub cache first, then download). ``pretrained=False`` builds an untrained model of
     the family and size the name describes (``nc``/``names`` set its classes); its initial weights
-    are drawn from a fixed seed (:data:`INIT_SEED`) without touching the global random state, so the
+    are drawn from a fixed seed (:data:`libreyolo.io.build.INIT_SEED`) without touching the global random state, so the
     same call gives the same network in every process and ``train(seed=...)`` from it repeats.
 
     Example:
@@ -479,12 +476,8 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
         >>> model.FAMILY, model.size, model.nc
         ('yolo9', 't', 3)
     """
-    from .convert import detect_format, load_foreign
     from .export.registry import format_of_path
-    from .io.checkpoint import model_from_checkpoint, read_checkpoint
-    from .io.weights import find_weights, hub_repo_weights, hub_snapshot_weights
-    from .models._base.registry import check_named_task
-    from .registry import get_family, parse_weights_name
+    from .io.build import build_family
 
     if not isinstance(model, (str, Path)):
         raise ConfigError(f"LibreYOLO() takes a weights name or path, got {type(model).__name__}")
@@ -493,27 +486,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     if exported is not None:
         backend = exported.load_backend()(name, device=device)
         return Model(backend.family, backend)
-    if not pretrained:
-        check_named_task(name)
-        parsed = parse_weights_name(name)
-        cls = get_family(parsed.family)
-        n = nc if nc is not None else (len(names) if names is not None else 80)
-        with torch.random.fork_rng(devices=[]):  # the caller's random stream is left as it was
-            torch.manual_seed(INIT_SEED)  # the same untrained network in every process
-            fam: Family = cls(size=parsed.size, task=parsed.task, nc=n, names=names)
-    else:
-        check_named_task(name)
-        path = hub_repo_weights(name) or hub_snapshot_weights(Path(name)) or find_weights(name)
-        if detect_format(path) is not None:  # another library's checkpoint: convert on load
-            fam = load_foreign(path)
-        else:
-            obj = read_checkpoint(path)
-            fam = model_from_checkpoint(obj, str(path))
-        if nc is not None and nc != fam.nc:
-            raise CheckpointError(
-                f"{name!r} was trained with nc={fam.nc}; to train on {nc} classes load it as is and pass "
-                "your dataset to train() (the head is rebuilt), or use pretrained=False"
-            )
+    fam = build_family(name, pretrained=pretrained, nc=nc, names=names)
     m = Model(fam)
     if device is not None:
         m.to(device)
