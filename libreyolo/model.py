@@ -465,7 +465,7 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     converted on load with one log line (:mod:`libreyolo.convert`, docs/weights.md); so is a Hub
     repository of such weights named ``"hf-hub:<owner>/<repo>"`` (Hub cache first, then download). ``pretrained=False`` builds an untrained model of
     the family and size the name describes (``nc``/``names`` set its classes); its initial weights
-    are drawn from a fixed seed (:data:`libreyolo.io.build.INIT_SEED`) without touching the global random state, so the
+    are drawn from a fixed seed (:data:`libreyolo.convert.build.INIT_SEED`) without touching the global random state, so the
     same call gives the same network in every process and ``train(seed=...)`` from it repeats.
 
     Example:
@@ -476,8 +476,8 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
         >>> model.FAMILY, model.size, model.nc
         ('yolo9', 't', 3)
     """
+    from .convert.build import build_family
     from .export.registry import format_of_path
-    from .io.build import build_family
 
     if not isinstance(model, (str, Path)):
         raise ConfigError(f"LibreYOLO() takes a weights name or path, got {type(model).__name__}")

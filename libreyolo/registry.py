@@ -17,15 +17,16 @@ from typing import TYPE_CHECKING
 
 from .errors import ConfigError, suggest
 from .models._base.registry import FAMILIES as _FAMILIES
-from .models._base.registry import register_family  # noqa: F401 - re-exported: families register here
+from .models._base.registry import (
+    TASK_SUFFIXES,
+    register_family,  # noqa: F401 - re-exported: families register here
+    task_unsupported,
+)
 
 if TYPE_CHECKING:
     from .models._base.family import Family
 
 
-TASK_SUFFIXES = {"": "detect", "cls": "classify", "seg": "segment", "pose": "pose", "sem": "semantic",
-                 "depth": "depth", "point": "point", "restore": "restore",
-                 "prompt": "prompt", "matte": "matte", "ocr": "ocr"}
 _NAME_RE = re.compile(r"^Libre(?P<body>[A-Za-z0-9_]+?)(?:-(?P<task>[a-z]+))?(?:\.(?P<ext>pt|safetensors|onnx))?$")
 
 
@@ -118,3 +119,20 @@ def parse_weights_name(filename: str) -> ParsedName:
             f"model name {base!r} is ambiguous: {', '.join(c.family for c in candidates)} all match"
         )
     return candidates[0]
+
+
+def check_named_task(name: str) -> None:
+    """A weights name that is no file and asks a family for a task it lacks (``LibreYOLO9t-pose.pt``:
+    the detector) raises :class:`ConfigError` in one line (:func:`~libreyolo.models._base.registry.task_unsupported`), before any
+    look-up; a file (its metadata decides) or another name passes."""
+    from pathlib import Path
+
+    if Path(name).expanduser().exists():
+        return
+    try:
+        parsed = parse_weights_name(name)
+    except ConfigError:
+        return  # not a libreyolo weights name: find_weights says what was tried
+    fam = get_family(parsed.family)
+    if parsed.task not in fam.TASKS:
+        raise ConfigError(task_unsupported(fam, parsed.task, name=Path(name).name, size=parsed.size))

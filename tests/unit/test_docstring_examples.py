@@ -21,7 +21,7 @@ import torch
 
 from libreyolo.registry import get_family
 
-MODULES = ("libreyolo.model", "libreyolo.io.build", "libreyolo.engine.results", "libreyolo.engine.boxes",
+MODULES = ("libreyolo.model", "libreyolo.convert.build", "libreyolo.engine.results", "libreyolo.engine.boxes",
            "libreyolo.tasks.detect.results", "libreyolo.training.config", "libreyolo.registry",
            "libreyolo.bench.run", "libreyolo.tasks.semantic.scoring", "libreyolo.tasks.semantic.metrics",
            "libreyolo.tasks.semantic.maps", "libreyolo.engine.semantic_io", "libreyolo.data.semantic",

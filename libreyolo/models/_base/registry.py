@@ -26,6 +26,12 @@ def register_family(cls: type[Family]) -> type[Family]:
     return cls
 
 
+# weights-name task suffixes (``LibreYOLO9s-cls.pt``) -> task; :mod:`libreyolo.registry` parses names with it
+TASK_SUFFIXES = {"": "detect", "cls": "classify", "seg": "segment", "pose": "pose", "sem": "semantic",
+                 "depth": "depth", "point": "point", "restore": "restore",
+                 "prompt": "prompt", "matte": "matte", "ocr": "ocr"}
+
+
 def task_unsupported(family: type[Family], task: str, *, name: str = "", size: str = "") -> str:
     """The one-line error for ``family`` asked for a ``task`` it lacks (a ``-pose`` weights name on
     a detector): what it does, the registered families that do ``task`` with their weights names,
@@ -36,8 +42,6 @@ def task_unsupported(family: type[Family], task: str, *, name: str = "", size: s
         >>> task_unsupported(get_family("yolo9"), "pose")  # doctest: +ELLIPSIS
         "yolo9 does not do task 'pose' (its tasks: detect); pose families: yolo9_pose (LibreYOLO9pose<t|s>-pose.pt)..."
     """
-    from ...registry import TASK_SUFFIXES
-
     suffix = next((s for s, t in TASK_SUFFIXES.items() if t == task), None)
     tail = f"-{suffix}" if suffix else ""
     doing = sorted((f for f in FAMILIES.values() if task in f.TASKS), key=lambda f: f.FAMILY)
@@ -48,22 +52,3 @@ def task_unsupported(family: type[Family], task: str, *, name: str = "", size: s
     near = [f"Libre{f.NAME_TOKEN}{size}{tail}.pt" for f in doing
             if size in f.SIZES and f.NAME_TOKEN.upper().startswith(family.NAME_TOKEN.upper())]
     return msg + (f"; did you mean {' or '.join(map(repr, near))}?" if name and near else "")
-
-
-def check_named_task(name: str) -> None:
-    """A weights name that is no file and asks a family for a task it lacks (``LibreYOLO9t-pose.pt``:
-    the detector) raises :class:`ConfigError` in one line (:func:`task_unsupported`), before any
-    look-up; a file (its metadata decides) or another name passes."""
-    from pathlib import Path
-
-    from ...registry import get_family, parse_weights_name
-
-    if Path(name).expanduser().exists():
-        return
-    try:
-        parsed = parse_weights_name(name)
-    except ConfigError:
-        return  # not a libreyolo weights name: find_weights says what was tried
-    fam = get_family(parsed.family)
-    if parsed.task not in fam.TASKS:
-        raise ConfigError(task_unsupported(fam, parsed.task, name=Path(name).name, size=parsed.size))

@@ -34,11 +34,10 @@ def build_family(name: str, *, pretrained: bool = True, nc: int | None = None,
     Raises:
         CheckpointError: ``nc`` differs from the class count the checkpoint was trained with.
     """
-    from ..convert import detect_format, load_foreign
     from ..io.checkpoint import model_from_checkpoint, read_checkpoint
     from ..io.weights import find_weights, hub_repo_weights, hub_snapshot_weights
-    from ..models._base.registry import check_named_task
-    from ..registry import get_family, parse_weights_name
+    from ..registry import check_named_task, get_family, parse_weights_name
+    from . import detect_format, load_foreign
 
     check_named_task(name)
     if not pretrained:
