@@ -12,7 +12,6 @@ from .deit.family import DeiT
 from .depth_anything.family import DepthAnythingV2
 from .depth_anything3.family import DepthAnything3
 from .dfine.family import DFINE
-from .rtdetrv4.family import RTDETRv4
 from .dino_detr.family import DINODETR
 from .dinov2.family import DINOv2
 from .efficientnetv2.family import EfficientNetV2
@@ -20,15 +19,19 @@ from .esrgan.family import ESRGAN
 from .fomo.family import FOMO
 from .lw_detr.family import LWDETR
 from .mobilenetv4.family import MobileNetV4
+from .mobilesam.family import MobileSAM
 from .nafnet.family import NAFNet
 from .picodet.family import PicoDet
 from .pidnet.family import PIDNet
+from .ppocr.family import PPOCR
 from .resnet.family import ResNet
 from .rf_detr.family import RFDETR
 from .rtdetr.family import RTDETR
 from .rtdetrv2.family import RTDETRv2
+from .rtdetrv4.family import RTDETRv4
 from .rtmdet.family import RTMDet
 from .rtmdet_ins.family import RTMDetIns
+from .sam.family import SAM
 from .segformer.family import SegFormer
 from .siglip2.family import SigLIP2
 from .swin.family import Swin
@@ -47,9 +50,6 @@ from .yolo9_seg.family import YOLO9Seg
 from .yolonas.family import YOLONAS
 from .yolonas_pose.family import YOLONASPose
 from .yolox.family import YOLOX
-from .sam.family import SAM
-from .mobilesam.family import MobileSAM
-from .ppocr.family import PPOCR
 
 register_family(YOLO9)
 register_family(YOLO9P2)
