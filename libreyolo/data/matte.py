@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 from torch.utils.data import Dataset
 
 from .._cv import cv2
@@ -80,29 +79,14 @@ def load_matte_data(data: str | Path) -> MatteDataConfig:
         >>> cfg.nc, len(cfg.train), cfg.train[0][1].parent.parent.name
         (1, 2, 'masks')
     """
-    if isinstance(data, str) and data in BUILTIN_MATTE:
-        from .shapes_matte import ensure_shapes_matte_dataset
+    from .maps import open_dataset_yaml
 
-        yaml_path = ensure_shapes_matte_dataset()
-    else:
-        yaml_path = Path(data).expanduser()
-        if yaml_path.is_dir() and (yaml_path / "data.yaml").is_file():
-            yaml_path = yaml_path / "data.yaml"
-        if not yaml_path.is_file():
-            raise DatasetError(f"matte dataset yaml {yaml_path} not found; pass a yaml ({LAYOUT}) or "
-                               "data='shapes-matte'")
-    yaml_path = yaml_path.resolve()
-    try:
-        doc = yaml.safe_load(yaml_path.read_text())
-    except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
-        raise DatasetError(f"dataset yaml {yaml_path} cannot be read: {e}") from e
-    if not isinstance(doc, dict) or doc.get("train") is None or doc.get("val") is None:
-        raise DatasetError(f"dataset yaml {yaml_path} must be a mapping with keys train and val (optional: path, test)")
-    raw_root = doc.get("path")
-    root = yaml_path.parent if raw_root is None else Path(str(raw_root)).expanduser()
-    root = root if root.is_absolute() else yaml_path.parent / root
-    if not root.is_dir():
-        raise DatasetError(f"{yaml_path}: dataset root 'path' {root} is not a folder")
+    builtin = None
+    if isinstance(data, str) and data in BUILTIN_MATTE:
+        from .shapes_matte import ensure_shapes_matte_dataset as builtin
+    yaml_path, doc, root = open_dataset_yaml(
+        data, builtin=builtin, noun="matte", hint=f"pass a yaml ({LAYOUT}) or data='shapes-matte'",
+        keys="train and val (optional: path, test)", required=("train", "val"), optional="path, test")
     splits: dict[str, list[tuple[Path, Path]]] = {}
     for key in ("train", "val", "test"):
         if doc.get(key) is not None:

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 from torch.utils.data import Dataset
 
 from .._cv import cv2
@@ -110,26 +109,14 @@ def load_ocr_data(data: str | Path) -> OcrDataConfig:
         >>> len(cfg.train), len(cfg.val), cfg.nc
         (2, 1, 95)
     """
-    if isinstance(data, str) and data in BUILTIN_OCR:
-        from .shapes_ocr import ensure_text_demo_dataset
+    from .maps import open_dataset_yaml
 
-        yaml_path = ensure_text_demo_dataset()
-    else:
-        yaml_path = Path(data).expanduser()
-        if yaml_path.is_dir() and (yaml_path / "data.yaml").is_file():
-            yaml_path = yaml_path / "data.yaml"
-        if not yaml_path.is_file():
-            raise DatasetError(f"OCR dataset yaml {yaml_path} not found; pass a yaml (path/train/val[/dict]) or "
-                               "data='text-demo'")
-    yaml_path = yaml_path.resolve()
-    try:
-        doc = yaml.safe_load(yaml_path.read_text())
-    except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
-        raise DatasetError(f"dataset yaml {yaml_path} cannot be read: {e}") from e
-    if not isinstance(doc, dict) or doc.get("train") is None or doc.get("val") is None:
-        raise DatasetError(f"dataset yaml {yaml_path} must be a mapping with keys train, val (optional: path, dict)")
-    root = Path(str(doc.get("path") or yaml_path.parent)).expanduser()
-    root = root if root.is_absolute() else yaml_path.parent / root
+    builtin = None
+    if isinstance(data, str) and data in BUILTIN_OCR:
+        from .shapes_ocr import ensure_text_demo_dataset as builtin
+    yaml_path, doc, root = open_dataset_yaml(
+        data, builtin=builtin, noun="OCR", hint="pass a yaml (path/train/val[/dict]) or data='text-demo'",
+        keys="train, val (optional: path, dict)", required=("train", "val"), optional="path, dict, test")
     splits = {k: resolve_image_files(doc[k], root=root, key=k, yaml_path=yaml_path)
               for k in ("train", "val", "test") if doc.get(k) is not None}
     names = dict(enumerate(BUNDLED))
