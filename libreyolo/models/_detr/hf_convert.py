@@ -108,6 +108,35 @@ def _merge_qkv(src: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
+def stack_qkv_and_check(out: dict[str, Tensor], qkv: Mapping[str, dict[str, Tensor]], own: Mapping[str, Tensor], *,
+                        zero_k_bias: bool = False) -> dict[str, Tensor]:
+    """``out`` with each ``in_proj_*`` of ``qkv`` (``{key: {"q"|"k"|"v": tensor}}``) stacked q, k, v,
+    then checked against ``own``: every tensor has a place of its shape and nothing of ``own`` is
+    missing. ``zero_k_bias``: a bias with only q and v (a key projection without bias) gets zeros.
+
+    Example:
+        >>> t = torch.ones(2)
+        >>> sorted(stack_qkv_and_check({}, {"a.in_proj_bias": {"q": t, "v": t}}, {"a.in_proj_bias": torch.ones(6)},
+        ...                            zero_k_bias=True))
+        ['a.in_proj_bias']
+    """
+    for key, parts in qkv.items():
+        if zero_k_bias and key.endswith("bias") and set(parts) == {"q", "v"}:
+            parts["k"] = torch.zeros_like(parts["q"])
+        if set(parts) != {"q", "k", "v"}:
+            raise CheckpointError(f"'{key}': the reference has only the {sorted(parts)} projections")
+        out[key] = torch.cat([parts["q"], parts["k"], parts["v"]], 0)
+    for key, value in out.items():
+        if key not in own:
+            raise CheckpointError(f"reference tensor for '{key}' has no place in this network")
+        if tuple(own[key].shape) != tuple(value.shape):
+            raise CheckpointError(f"'{key}': reference shape {tuple(value.shape)} vs ours {tuple(own[key].shape)}")
+    missing = [k for k in own if k not in out]
+    if missing:
+        raise CheckpointError(f"the reference has no tensor for '{missing[0]}' ({len(missing)} missing)")
+    return out
+
+
 def match_size(fw: object, *, model_types: tuple[str, ...], variants: Mapping[str, Any]) -> tuple[str, int] | None:
     """``(size, nc)`` when ``fw``'s ``model_type`` is one of ``model_types``: backbone depth and
     decoder layers are read from its tensors and looked up in ``variants`` (``size -> .net``)."""

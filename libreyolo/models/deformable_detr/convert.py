@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from ...errors import CheckpointError
+from .._detr.hf_convert import stack_qkv_and_check
 
 SOURCES = ("transformers",)
 ARCHS = ("deformable_detr",)
@@ -131,19 +132,7 @@ def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, 
             qkv.setdefault(m[1] + "in_proj_" + m[3], {})[m[2]] = value
             continue
         out[new] = value
-    for key, parts in qkv.items():
-        if set(parts) != {"q", "k", "v"}:
-            raise CheckpointError(f"'{key}': the reference has only the {sorted(parts)} projections")
-        out[key] = torch.cat([parts["q"], parts["k"], parts["v"]], 0)
-    for key, value in out.items():
-        if key not in own:
-            raise CheckpointError(f"reference tensor for '{key}' has no place in this network")
-        if tuple(own[key].shape) != tuple(value.shape):
-            raise CheckpointError(f"'{key}': reference shape {tuple(value.shape)} vs ours {tuple(own[key].shape)}")
-    missing = [k for k in own if k not in out]
-    if missing:
-        raise CheckpointError(f"the reference has no tensor for '{missing[0]}' ({len(missing)} missing)")
-    return out
+    return stack_qkv_and_check(out, qkv, own)
 
 
 def match(fw: object) -> tuple[str, int] | None:
