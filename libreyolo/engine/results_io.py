@@ -77,14 +77,6 @@ def summary_to_csv(summary: list[dict[str, Any]], kind: str | None = None) -> st
     return buf.getvalue()
 
 
-def table_kind_of_maps(r: Results) -> str:
-    """What a result without boxes, class scores or points holds, for messages."""
-    for name in ("restored", "depth", "semantic", "alpha"):
-        if getattr(r, name, None) is not None:
-            return name
-    return "empty"
-
-
 def table_kind(r: Results) -> str:
     """The columns :func:`summary_to_csv` uses for ``r``: "track", "detect", "probs" or "semantic"."""
     if r.boxes is None and r.semantic is not None:
@@ -112,7 +104,9 @@ def label_lines(r: Results, *, save_conf: bool) -> list[str]:
             return [f"{int(c)} {x / w:.6g} {y / h:.6g}" + (f" {cf:.6g}" if save_conf else "")
                     for x, y, cf, c in r.points.cpu().tolist()]
         if r.probs is None:
-            raise ConfigError(f"save_txt() has no label-line format for a {table_kind_of_maps(r)} result; "
+            from .results_kinds import map_kind
+
+            raise ConfigError(f"save_txt() has no label-line format for a {map_kind(r) or 'empty'} result; "
                               "write it with save() (the image), save_depth() (depth), save_mask() (semantic) or "
                               "save_alpha() (matte)")
         return [f"{float(r.probs._data[c]):.6g} {c}" for c in r.probs.top5]
