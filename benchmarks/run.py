@@ -84,10 +84,11 @@ class Budget:
     def __init__(self, seconds: float | None) -> None:
         self.seconds, self.t0 = seconds, time.monotonic()
 
+    def left(self) -> float:
+        return float("inf") if self.seconds is None else self.seconds - (time.monotonic() - self.t0)
+
     def fits(self, entry: dict[str, Any]) -> bool:
-        if self.seconds is None:
-            return True
-        return time.monotonic() - self.t0 + float(entry.get("timeout_s") or 0) <= self.seconds
+        return float(entry.get("timeout_s") or 0) <= self.left()
 
 
 def out_folder(command: str) -> Path | None:
@@ -201,7 +202,8 @@ class Summary:
 def _skipped(name: str, entry: dict[str, Any], budget: Budget) -> dict[str, Any]:
     return {"name": name, "command": entry["command"], "timeout_s": entry.get("timeout_s"), "rc": None,
             "seconds": 0.0, "skipped": True,
-            "error": f"not started: its {entry.get('timeout_s')} s limit does not fit the {budget.seconds:.0f} s budget left"}
+            "error": f"not started: its {entry.get('timeout_s')} s limit does not fit the {budget.left():.0f} s "
+                     f"left of the {budget.seconds:.0f} s budget"}
 
 
 def run_all(names: list[str], entries: dict[str, Any], *, log_dir: Path, env: dict[str, str],
