@@ -50,7 +50,7 @@ MODULES = ("libreyolo.model", "libreyolo.convert.build", "libreyolo.engine.resul
            "libreyolo.models._vit.text_embeddings",
            "libreyolo.models._yolonas.blocks", "libreyolo.models.yolonas.nn", "libreyolo.models.yolonas.convert",
            "libreyolo.models.yolonas.family",
-           "libreyolo.layers.window_attention", "libreyolo.models.swinir.nn", "libreyolo.models.swinir.convert",
+           "libreyolo.layers.window_attention", "libreyolo.layers.init", "libreyolo.models.swinir.nn", "libreyolo.models.swinir.convert",
            "libreyolo.data.pose", "libreyolo.data.shapes_pose", "libreyolo.ops.keypoints", "libreyolo.engine.keypoints",
            "libreyolo.tasks.pose", "libreyolo.tasks.pose.scoring", "libreyolo.models.yolo9_pose.nn",
            "libreyolo.models.yolo9_pose.postprocess", "libreyolo.models.yolo9_pose.loss",

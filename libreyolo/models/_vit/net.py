@@ -36,6 +36,7 @@ from torchvision.ops import StochasticDepth
 from ...errors import ConfigError
 from ...layers.attention import Attention
 from ...layers.classify import ImageClassifier
+from ...layers.init import trunc_normal_linears
 from ...layers.mlp import Mlp
 
 LN_EPS = 1e-6
@@ -175,11 +176,7 @@ class VisionTransformer(nn.Module):
         # usual ViT initialisation; a 1e-6 class token as in the DeiT recipe
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         nn.init.normal_(self.cls_token, std=1e-6)
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+        trunc_normal_linears(self)
 
     def tokens(self, x: Tensor) -> Tensor:
         """Standardised images -> (B, 1 + N, D) tokens after the final norm."""

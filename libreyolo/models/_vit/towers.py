@@ -33,6 +33,7 @@ from ...errors import ConfigError
 from ...kernels.attention import use_sdpa
 from ...layers.attention import attention_equation
 from ...layers.classify import ImageClassifier
+from ...layers.init import trunc_normal_linears
 from ...layers.mlp import Mlp
 from .net import Block, PatchEmbed, resample_pos_embed
 
@@ -197,11 +198,7 @@ class ImageEncoder(nn.Module):
         for p in (self.cls_token, self.pool.probe if self.pool is not None else None):
             if p is not None:
                 nn.init.normal_(p, std=self.spec.dim ** -0.5)
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+        trunc_normal_linears(self)
 
     def forward(self, x: Tensor) -> Tensor:
         t, grid = self.patch_embed(x)

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...layers.classify import IMAGENET_MEAN, IMAGENET_STD
+from ...layers.init import trunc_normal_linears
 from .net import LN_EPS, Block, PatchEmbed
 
 _AA: dict[tuple[int, int, str], Tensor] = {}
@@ -40,11 +41,13 @@ def antialias_matrix(n_in: int, n_out: int, device: torch.device) -> Tensor:
     ``_upsample_bicubic2d_aa`` operator itself has no ONNX form)."""
     key = (n_in, n_out, str(device))
     if key not in _AA:
-        with torch.no_grad():
+        # a normal tensor even when first asked for under inference_mode (a predict): the cache
+        # outlives the call, and an inference tensor could never be saved for a later backward
+        with torch.inference_mode(False), torch.no_grad():
             # a width of 4 kept at 4 (the identity; a width of 1 is a degenerate case of the kernel)
             eye = torch.eye(n_in, dtype=torch.float32).reshape(1, n_in, n_in, 1).expand(1, n_in, n_in, 4)
             cols = F.interpolate(eye.contiguous(), size=(n_out, 4), mode="bicubic", align_corners=False, antialias=True)
-        _AA[key] = cols[0, :, :, 0].t().contiguous().clone().to(device)
+            _AA[key] = cols[0, :, :, 0].t().contiguous().clone().to(device)
     return _AA[key]
 
 
@@ -98,11 +101,7 @@ class WindowedViT(nn.Module):
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+        trunc_normal_linears(self)
 
     def grid_pos(self, gh: int, gw: int) -> Tensor:
         """The position embedding's grid rows for a ``gh x gw`` token grid: Tensor[1, gh*gw, dim]."""

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...layers.classify import IMAGENET_MEAN, IMAGENET_STD
+from ...layers.init import trunc_normal_linears
 from ...layers.window_attention import LN_EPS, PatchEmbed, PatchMerging, SwinBlock, window_mask
 
 
@@ -105,11 +106,7 @@ class SwinBackbone(nn.Module):
         self.channels = [spec.dim * 2**i for i in range(n)]
         for i, c in enumerate(self.channels):
             self.add_module(f"norm{i}", nn.LayerNorm(c, eps=LN_EPS))
-        for m in self.modules():  # truncated-normal linear weights (converted weights replace them)
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+        trunc_normal_linears(self)
 
     def forward(self, x: Tensor) -> list[Tensor]:
         t = self.patch_embed(x)  # (B, H/4, W/4, C)

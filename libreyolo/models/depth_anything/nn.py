@@ -39,6 +39,7 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...layers.classify import IMAGENET_MEAN, IMAGENET_STD
+from ...layers.init import trunc_normal_linears
 from .._dpt.neck import Neck
 from .._vit.net import LN_EPS, Block, PatchEmbed, ViTSpec, resample_pos_embed
 
@@ -82,11 +83,7 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(spec.dim, eps=LN_EPS)
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         nn.init.normal_(self.cls_token, std=1e-6)
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+        trunc_normal_linears(self)
 
     def forward(self, x: Tensor) -> list[Tensor]:
         t, (gh, gw) = self.patch_embed(x)

@@ -39,6 +39,7 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...layers.classify import ImageClassifier
+from ...layers.init import trunc_normal_linears
 from ...layers.window_attention import (  # noqa: F401 - re-exported: the blocks Swin is made of
     LN_EPS,
     MASK,
@@ -134,11 +135,7 @@ class SwinTransformer(nn.Module):
 
     def _init_weights(self) -> None:
         # truncated normal (std 0.02) linear weights, zero biases; converted weights replace them
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+        trunc_normal_linears(self)
 
     def check_input(self, x: Tensor) -> None:
         """Raise a one-line ConfigError unless H and W are multiples of the stride (32)."""

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import ConfigError
+from ...layers.init import trunc_normal_linears
 from ...layers.window_attention import LN_EPS, SwinBlock, window_mask
 
 RGB_MEAN = (0.4488, 0.4371, 0.4040)  # the DIV2K mean the reference subtracts
@@ -138,14 +139,7 @@ class SwinIR(nn.Module):
     def _init_weights(self) -> None:
         # as the reference: truncated normal (std 0.02) linear weights, zero biases, LayerNorm 1 / 0;
         # the convolutions keep PyTorch's default
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+        trunc_normal_linears(self, layernorm=True)
 
     def forward(self, x: Tensor) -> Tensor:
         h, w = x.shape[-2], x.shape[-1]
