@@ -1,6 +1,6 @@
 """Depth Anything 3 against its reference, the ``depth_anything_3`` package's ``DepthAnything3Net``
 (issue 25). The package does not import with the project's installed dependencies (it needs
-``addict`` and ``omegaconf``), so in CI this file skips; with the package and those two on the path
+``addict`` and ``omegaconf``), so it skips in the main environment; CI's references step (``.ci/run``) runs it, with the package and those two on the path
 (``pip install --no-deps --target DIR depth-anything-3 addict omegaconf antlr4-python3-runtime``,
 then ``PYTHONPATH=DIR``) it runs. A reduced configuration (width 64, 6 blocks, small neck) of both
 head kinds is built with a fixed seed, every parameter perturbed, converted in memory and run in
