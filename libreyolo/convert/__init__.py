@@ -65,7 +65,8 @@ class ForeignWeights:
 _LABELS = {"ultralytics": "an Ultralytics", "timm": "a timm", "transformers": "a transformers", "yolox": "a YOLOX",
            "basicsr": "a BasicSR (NAFNet / Real-ESRGAN)", "super_gradients": "a super-gradients",
            "mmdet": "an mmdetection RTMDet",
-           "darknet": "a Darknet .weights", "depth_anything_3": "a Depth Anything 3", "birefnet": "a BiRefNet"}
+           "darknet": "a Darknet .weights", "depth_anything_3": "a Depth Anything 3", "birefnet": "a BiRefNet",
+           "dinov2_seg": "a DINOv2 linear segmentation head"}
 
 
 def _readers() -> tuple[Any, ...]:
@@ -73,6 +74,7 @@ def _readers() -> tuple[Any, ...]:
     from . import birefnet as birefnet_reader
     from . import darknet as darknet_reader
     from . import depth_anything3 as da3_reader
+    from . import dinov2_seg as dinov2_seg_reader
     from . import mmdet as mmdet_reader
     from . import super_gradients as sg_reader
     from . import timm as timm_reader
@@ -81,7 +83,7 @@ def _readers() -> tuple[Any, ...]:
     from . import yolox as yolox_reader
 
     return (ul_reader, timm_reader, birefnet_reader, hf_reader, yolox_reader, basicsr_reader, sg_reader, mmdet_reader,
-            darknet_reader, da3_reader)  # birefnet before transformers: its Hub files may have a config.json
+            darknet_reader, da3_reader, dinov2_seg_reader)  # birefnet before transformers: its Hub files may have a config.json
 
 
 def detect_format(path: str | Path) -> str | None:

@@ -14,6 +14,7 @@ from .depth_anything3.family import DepthAnything3
 from .dfine.family import DFINE
 from .dino_detr.family import DINODETR
 from .dinov2.family import DINOv2
+from .dinov2_seg.family import DINOv2Seg
 from .efficientnetv2.family import EfficientNetV2
 from .esrgan.family import ESRGAN
 from .fomo.family import FOMO
@@ -73,6 +74,7 @@ register_family(DeiT)
 register_family(Swin)
 register_family(SegFormer)
 register_family(PIDNet)
+register_family(DINOv2Seg)
 register_family(DINOv2)
 register_family(CLIP)
 register_family(SigLIP2)

@@ -68,8 +68,9 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
         assert outs[0].shape == (1, 3, 64 * s, 64 * s) and model.nc == 1
         assert len(dets) == 1 and dets[0].shape == (3, 64 * s, 64 * s) and 0 <= float(dets[0].min())
         assert float(dets[0].max()) <= 1
-    elif fam.OUTPUT_KIND == "semantic":  # per image logits Tensor[nc, h, w] at a fraction of the input
-        assert outs[0].ndim == 4 and outs[0].shape[:2] == (1, 3) and 64 % outs[0].shape[2] == 0
+    elif fam.OUTPUT_KIND == "semantic":  # per image logits Tensor[nc, h, w] at a fraction of the input's stride multiple
+        s = 64 // fam.STRIDE * fam.STRIDE
+        assert outs[0].ndim == 4 and outs[0].shape[:2] == (1, 3) and s % outs[0].shape[2] == 0
         assert len(dets) == 1 and dets[0].shape == outs[0].shape[1:] and dets[0].dtype == torch.float32
     elif fam.OUTPUT_KIND == "points":  # per-cell logits (nc + 1, background first) -> per image (x, y, conf, cls)
         assert outs[0].ndim == 4 and outs[0].shape[:2] == (1, 4) and 64 % outs[0].shape[2] == 0

@@ -39,9 +39,9 @@ from torch import Tensor, nn
 
 from ...errors import ConfigError
 from ...layers.classify import IMAGENET_MEAN, IMAGENET_STD
-from ...layers.init import trunc_normal_linears
 from .._dpt.neck import Neck
-from .._vit.net import LN_EPS, Block, PatchEmbed, ViTSpec, resample_pos_embed
+from .._vit.net import ViTSpec
+from .._vit.taps import TappedViT
 
 
 @dataclass(frozen=True)
@@ -63,39 +63,6 @@ SPECS: dict[str, DepthSpec] = {
     "b": DepthSpec(ViTSpec(dim=768, depth=12, heads=12, **_DINO), taps=(2, 5, 8, 11), neck=(96, 192, 384, 768),
                    fusion=128),
 }
-
-
-class Encoder(nn.Module):
-    """The DINOv2 ViT, returning the normalised patch tokens of the tapped blocks as maps."""
-
-    def __init__(self, spec: ViTSpec, taps: tuple[int, ...], *, fused_attn: bool) -> None:
-        super().__init__()
-        if spec.img_size % spec.patch:
-            raise ConfigError(f"img_size={spec.img_size} is not a multiple of patch={spec.patch}")
-        g = spec.img_size // spec.patch
-        self.grid, self.taps = (g, g), tuple(taps)
-        self.patch_embed = PatchEmbed(spec.dim, spec.patch)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, spec.dim))
-        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + g * g, spec.dim))
-        self.blocks = nn.ModuleList(Block(spec.dim, spec.heads, spec.mlp_ratio, drop_path=spec.drop_path,
-                                          fused_attn=fused_attn, layer_scale=spec.layer_scale)
-                                    for _ in range(max(taps) + 1))
-        self.norm = nn.LayerNorm(spec.dim, eps=LN_EPS)
-        nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        nn.init.normal_(self.cls_token, std=1e-6)
-        trunc_normal_linears(self)
-
-    def forward(self, x: Tensor) -> list[Tensor]:
-        t, (gh, gw) = self.patch_embed(x)
-        cls = self.cls_token.expand(t.shape[0], -1, -1)
-        t = torch.cat([cls, t], dim=1) + resample_pos_embed(self.pos_embed, (gh, gw), trained=self.grid)
-        maps = []
-        for i, blk in enumerate(self.blocks):
-            t = blk(t)
-            if i in self.taps:
-                p = self.norm(t)[:, 1:]
-                maps.append(p.transpose(1, 2).reshape(p.shape[0], p.shape[2], gh, gw))
-        return maps
 
 
 class DepthHead(nn.Module):
@@ -125,7 +92,7 @@ class DepthAnything(nn.Module):
     def __init__(self, spec: DepthSpec, *, fused_attn: bool = False) -> None:
         super().__init__()
         self.spec, self.patch = spec, spec.vit.patch
-        self.encoder = Encoder(spec.vit, spec.taps, fused_attn=fused_attn)
+        self.encoder = TappedViT(spec.vit, spec.taps, fused_attn=fused_attn)
         self.neck = Neck(spec.vit.dim, spec.neck, spec.fusion)
         self.head = DepthHead(spec.fusion, spec.head_hidden)
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
