@@ -10,15 +10,15 @@ and P5, each resampled from the same block outputs), which the LW-DETR decoder r
 deformable cross-attention, no denoising). The sizes follow the reference's
 ``scripts/lwdetr_<size>_coco_eval.sh``:
 
-======  =====  =====  ===============  ===========  ======  =====================  =======  ===========
-size    width  depth  window blocks    out blocks   levels  decoder (d, sa/ca, p)  queries  paper
-======  =====  =====  ===============  ===========  ======  =====================  =======  ===========
-tiny    192    6      0, 2, 4          1, 3, 5      P4      256, 8 / 16, 2         100      12.1 M
+======  =====  =====  ================  ==========  ======  =====================  =======  =======
+size    width  depth  window blocks     out blocks  levels  decoder (d, sa/ca, p)  queries  paper
+======  =====  =====  ================  ==========  ======  =====================  =======  =======
+tiny    192    6      0, 2, 4           1, 3, 5     P4      256, 8 / 16, 2         100      12.1 M
 small   192    10     0, 1, 3, 6, 7, 9  2, 4, 5, 9  P4      256, 8 / 16, 2         300      14.6 M
-medium  384    10     as small         as small     P4      256, 8 / 16, 2         300      28.2 M
-large   384    10     as small         as small     P3, P5  384, 12 / 24, 4        300      46.8 M
-xlarge  768    10     as small         as small     P3, P5  384, 12 / 24, 4        300      118.0 M
-======  =====  =====  ===============  ===========  ======  =====================  =======  ===========
+medium  384    10     as small          as small    P4      256, 8 / 16, 2         300      28.2 M
+large   384    10     as small          as small    P3, P5  384, 12 / 24, 4        300      46.8 M
+xlarge  768    10     as small          as small    P3, P5  384, 12 / 24, 4        300      118.0 M
+======  =====  =====  ================  ==========  ======  =====================  =======  =======
 
 (d: decoder width, sa / ca: self- / cross-attention heads, p: sampling points per level; our exact
 counts are in the test.)
