@@ -2,8 +2,10 @@
 ``RfDetrForObjectDetection``): both built offline from the same reduced configuration (random init,
 fixed seed, every weight and BatchNorm statistic perturbed so a swapped tensor cannot hide), ours
 converted from theirs, both in eval mode in fp32 on the CPU; logits and boxes agree within 1e-5
-relative, at the position embedding's own grid and at a resampled one. The reference takes
-ImageNet-normalised pixels, ours [0, 1] RGB (the normalisation is inside our backbone)."""
+relative, at the position embedding's own grid and at a resampled one (also LW-DETR large /
+xlarge's P3 + P5 projector). The published configurations of the larger sizes are built on the
+meta device and checked key for key. The reference takes ImageNet-normalised pixels, ours [0, 1]
+RGB (the normalisation is inside our backbone)."""
 
 from __future__ import annotations
 
@@ -198,18 +200,37 @@ def _lw_two_level_reference(width: int):
                                                           **dec)))
 
 
+def _ours_two_level(width: int) -> LWDETRNet:
+    dec = LWDecoderConfig(hidden=64, sa_heads=4, ca_heads=4, dec_layers=2, points=3, ffn=64, num_queries=10, groups=2,
+                          num_levels=2, scales=(2.0, 0.5))
+    return LWDETRNet(cfg=LWDETRConfig(dim=width, depth=2, heads=4, pos_grid=4, windows=2, window_blocks=(0,),
+                                      out_blocks=(0, 1), decoder=dec), nc=3).eval()
+
+
 @pytest.mark.parametrize("width", [48, 528], ids=["large_layout", "xlarge_layout"])
 def test_two_level_projector_gives_the_same_outputs(width: int) -> None:
     ref = _lw_two_level_reference(width)
-    dec = LWDecoderConfig(hidden=64, sa_heads=4, ca_heads=4, dec_layers=2, points=3, ffn=64, num_queries=10, groups=2,
-                          num_levels=2, scales=(2.0, 0.5))
-    ours = LWDETRNet(cfg=LWDETRConfig(dim=width, depth=2, heads=4, pos_grid=4, windows=2, window_blocks=(0,),
-                                      out_blocks=(0, 1), decoder=dec), nc=3).eval()
+    ours = _ours_two_level(width)
     ours.load_state_dict(convert_state_dict(ref.state_dict(), ours.state_dict()), strict=True)
     assert any(k.startswith("encoder.levels.1.sampling.") for k in ours.state_dict())
     torch.manual_seed(3)
     for side in (64, 128):
         _compare(ours, ref, torch.rand(2, 3, side, side))
+
+
+def test_two_level_save_pretrained_names_convert(tmp_path) -> None:
+    """The names ``save_pretrained`` writes for the two-level layout (the file, not the module) map
+    onto ours and give the same outputs."""
+    from safetensors.torch import load_file
+
+    ref = _lw_two_level_reference(48)
+    ref.save_pretrained(str(tmp_path))
+    saved = load_file(str(tmp_path / "model.safetensors"))
+    assert any(".attention.attention.query." in k for k in saved)  # the file's own names, not the module's
+    ours = _ours_two_level(48)
+    ours.load_state_dict(convert_state_dict(saved, ours.state_dict()), strict=True)
+    torch.manual_seed(3)
+    _compare(ours, ref, torch.rand(2, 3, 64, 64))
 
 
 def _full_reference(family: str, size: str):
