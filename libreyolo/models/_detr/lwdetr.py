@@ -109,7 +109,13 @@ class C2fBlock(nn.Module):
 
 
 def sampling(c: int, scale: float, *, norm: str) -> tuple[nn.Sequential, int]:
-    """One backbone map's resampling for a projector level and its output width (module docs)."""
+    """One backbone map's resampling for a projector level and its output width (module docs).
+
+    Example:
+        >>> [(len(seq), c) for seq, c in (sampling(768, 2.0, norm="bn"), sampling(384, 2.0, norm="bn"),
+        ...                                sampling(384, 0.5, norm="bn"), sampling(384, 1.0, norm="bn"))]
+        [(2, 192), (1, 192), (1, 384), (0, 384)]
+    """
     if scale == 1.0:
         return nn.Sequential(), c
     if scale == 0.5:
@@ -143,7 +149,7 @@ class Projector(nn.Module):
         self.norm = ChannelsFirstLayerNorm(d, eps=1e-6)
 
     def forward(self, feats: Sequence[Tensor]) -> list[Tensor]:
-        x = torch.cat([s(f) for s, f in zip(self.sampling, feats)], 1)
+        x = torch.cat([s(f) for s, f in zip(self.sampling, feats, strict=True)], 1)
         parts = list(self.conv1(x).split(self.hid, 1))
         y = parts[-1]
         for block in self.blocks:

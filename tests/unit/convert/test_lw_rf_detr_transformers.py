@@ -236,7 +236,12 @@ def test_two_level_save_pretrained_names_convert(tmp_path) -> None:
 def _full_reference(family: str, size: str):
     """The published configuration (LW-DETR: transformers' conversion script / the reference's
     scripts; RF-DETR large: rfdetr's ``RFDETRLargeConfig``), built on the meta device."""
-    from transformers import LwDetrConfig, LwDetrForObjectDetection, RfDetrConfig, RfDetrForObjectDetection
+    from transformers import (
+        LwDetrConfig,
+        LwDetrForObjectDetection,
+        RfDetrConfig,
+        RfDetrForObjectDetection,
+    )
 
     if family == "rf_detr":
         bb = dict(model_type="rf_detr_dinov2", hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
