@@ -1,6 +1,7 @@
 """GPU tests of the ViT-backbone DETRs on the LW-DETR decoder (LW-DETR, RF-DETR): prediction
 capture of their seam is bitwise (SPEC G-4, G-9), the ``ms_deform_attn`` provider the registry picks
-on CUDA is reported, and the training seam's step zero matches eager (T-6). Skipped without CUDA.
+on CUDA is reported (also for LW-DETR large's two-level layout), and the training seam's step zero
+matches eager (T-6). Every size's prediction capture is checked. Skipped without CUDA.
 Not run yet (benchmarks/manifest.yaml ``gpu_tests_lw_detr``, ``gpu_tests_rf_detr``): the families'
 flags stay False until these and the parity rows pass.
 
@@ -41,8 +42,10 @@ def _family(name: str) -> type:
     return getattr(importlib.import_module(f"libreyolo.models.{name}.family"), cls)
 
 
-@pytest.mark.parametrize("family,size", [("lw_detr", "tiny"), ("lw_detr", "small"), ("rf_detr", "nano"),
-                                         ("rf_detr", "small"), ("rf_detr", "medium"), ("rf_detr", "base")])
+@pytest.mark.parametrize("family,size", [("lw_detr", "tiny"), ("lw_detr", "small"), ("lw_detr", "medium"),
+                                         ("lw_detr", "large"), ("lw_detr", "xlarge"), ("rf_detr", "nano"),
+                                         ("rf_detr", "small"), ("rf_detr", "medium"), ("rf_detr", "large"),
+                                         ("rf_detr", "base")])
 @pytest.mark.parametrize("amp", [None, torch.float16], ids=["fp32", "fp16"])
 def test_predict_capture_is_bitwise(family: str, size: str, amp: torch.dtype | None) -> None:
     from benchmarks.bench_rtdetr import _probes
@@ -78,6 +81,24 @@ def test_provider_on_cuda_is_reported(family: str, queries: int, monkeypatch: py
     w = torch.zeros(BATCH, queries, 16, 1, 2, device=dev)
     name = registry.resolve_name(MS_DEFORM_ATTN, value, layout.spatial_shapes, layout.level_start_index, loc, w)
     print(f"{family} ms_deform_attn provider on CUDA fp32: {name}")
+    assert name in {"triton", "hub"}
+
+
+def test_lw_detr_two_level_layout_provider_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LW-DETR large / xlarge: P3 + P5 levels, 24 heads of 16 channels, 4 points per level, 300 queries."""
+    from libreyolo.kernels import registry
+    from libreyolo.kernels.attention import MS_DEFORM_ATTN
+    from libreyolo.layers.msda import level_layout
+
+    monkeypatch.delenv("LIBREYOLO_KERNELS")
+    registry.clear_cache()
+    dev = torch.device("cuda", 0)
+    layout = level_layout([(IMGSZ // 8, IMGSZ // 8), (IMGSZ // 32, IMGSZ // 32)], device=dev)
+    value = torch.zeros(BATCH, layout.total, 24, 16, device=dev)
+    loc = torch.zeros(BATCH, 300, 24, 2, 4, 2, device=dev)
+    w = torch.zeros(BATCH, 300, 24, 2, 4, device=dev)
+    name = registry.resolve_name(MS_DEFORM_ATTN, value, layout.spatial_shapes, layout.level_start_index, loc, w)
+    print(f"lw_detr large ms_deform_attn provider on CUDA fp32: {name}")
     assert name in {"triton", "hub"}
 
 

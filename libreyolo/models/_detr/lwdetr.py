@@ -5,7 +5,11 @@ the shallow deformable decoder with "lite" reference refinement, and the network
 * **projector** (:class:`Projector`): the backbone's ``k`` maps (one stride, P4) concatenated,
   a C2f block (1x1 conv to ``2 h``, split, ``n`` blocks of two 3x3 convs, 1x1 conv of all pieces
   to the model width) and a channels-first LayerNorm (eps 1e-6). LW-DETR's convolutions are
-  BatchNorm + SiLU, RF-DETR's channels-first LayerNorm (eps 1e-5) + SiLU;
+  BatchNorm + SiLU, RF-DETR's channels-first LayerNorm (eps 1e-5) + SiLU. A multi-level projector
+  (:class:`MultiScaleProjector`, LW-DETR large / xlarge: P3 and P5) runs one such projector per
+  level, each first resampling every backbone map (``scales``: 2.0 a 2x2 stride-2 transposed
+  convolution to half the width, preceded by a 1x1 conv + norm + ReLU halving widths over 512;
+  0.5 a 3x3 stride-2 conv + norm + ReLU; 1.0 nothing);
 * **two-stage selection**: every memory token is a proposal (cell centre, side ``0.05 * 2**level``;
   tokens outside ``(0.01, 0.99)`` are zeroed and scored ``-inf``); per query group a linear +
   LayerNorm, a class head and a box-delta head (``bbox_reparam``: ``cxcy + d_xy * wh``,
@@ -35,6 +39,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ...errors import ConfigError
 from ...layers.msda import MSDeformAttn
 from .common import MLP, PosAttention
 from .decoder import DecoderTrainOutput
@@ -58,6 +63,7 @@ class LWDecoderConfig:
     dropout: float = 0.0
     c2f_blocks: int = 3
     expansion: float = 0.5
+    scales: tuple[float, ...] = (1.0,)  # projector levels: 2.0 P3, 1.0 P4, 0.5 P5 (one per ``num_levels``)
 
 
 def refine_boxes(ref: Tensor, delta: Tensor) -> Tensor:
@@ -78,13 +84,14 @@ class ChannelsFirstLayerNorm(nn.LayerNorm):
 
 
 class ConvNorm(nn.Module):
-    """Conv (no bias) -> BatchNorm (``norm="bn"``) or channels-first LayerNorm (``"ln"``) -> SiLU."""
+    """Conv (no bias) -> BatchNorm (``norm="bn"``) or channels-first LayerNorm (``"ln"``) -> SiLU
+    (``relu=True``: ReLU, the resampling convolutions)."""
 
-    def __init__(self, c_in: int, c_out: int, k: int, *, norm: str) -> None:
+    def __init__(self, c_in: int, c_out: int, k: int, *, norm: str, stride: int = 1, relu: bool = False) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(c_in, c_out, k, 1, padding=k // 2, bias=False)
+        self.conv = nn.Conv2d(c_in, c_out, k, stride, padding=k // 2, bias=False)
         self.norm = nn.BatchNorm2d(c_out) if norm == "bn" else ChannelsFirstLayerNorm(c_out, eps=1e-5)
-        self.act = nn.SiLU()
+        self.act = nn.ReLU() if relu else nn.SiLU()
 
     def forward(self, x: Tensor) -> Tensor:
         return self.act(self.norm(self.conv(x)))
@@ -101,25 +108,86 @@ class C2fBlock(nn.Module):
         return self.conv2(self.conv1(x))
 
 
-class Projector(nn.Module):
-    """The backbone's maps (same stride) -> [Tensor[B, hidden, h, w]] (module docs)."""
+def sampling(c: int, scale: float, *, norm: str) -> tuple[nn.Sequential, int]:
+    """One backbone map's resampling for a projector level and its output width (module docs).
 
-    def __init__(self, c_in: int, cfg: LWDecoderConfig, *, norm: str) -> None:
+    Example:
+        >>> [(len(seq), c) for seq, c in (sampling(768, 2.0, norm="bn"), sampling(384, 2.0, norm="bn"),
+        ...                                sampling(384, 0.5, norm="bn"), sampling(384, 1.0, norm="bn"))]
+        [(2, 192), (1, 192), (1, 384), (0, 384)]
+    """
+    if scale == 1.0:
+        return nn.Sequential(), c
+    if scale == 0.5:
+        return nn.Sequential(ConvNorm(c, c, 3, norm=norm, stride=2, relu=True)), c
+    if scale == 2.0:
+        if c > 512:  # the reference halves wide maps first
+            return nn.Sequential(ConvNorm(c, c // 2, 1, norm=norm, relu=True), nn.ConvTranspose2d(c // 2, c // 4, 2, 2)), c // 4
+        return nn.Sequential(nn.ConvTranspose2d(c, c // 2, 2, 2)), c // 2
+    raise ConfigError(f"projector scale {scale} is not one of 0.5, 1.0, 2.0")
+
+
+class Projector(nn.Module):
+    """The backbone's maps (widths ``dims``, same stride) -> [Tensor[B, hidden, h / scale, w / scale]]
+    (module docs); ``scale`` 1.0 (no resampling) is the single-level projector.
+
+    Example:
+        >>> proj = Projector((8, 8), LWDecoderConfig(hidden=16, c2f_blocks=1), norm="bn", scale=2.0)
+        >>> [tuple(m.shape) for m in proj([torch.rand(1, 8, 4, 4), torch.rand(1, 8, 4, 4)])]
+        [(1, 16, 8, 8)]
+    """
+
+    def __init__(self, dims: Sequence[int], cfg: LWDecoderConfig, *, norm: str, scale: float = 1.0) -> None:
         super().__init__()
         d = cfg.hidden
         self.hid = int(d * cfg.expansion)
-        self.conv1 = ConvNorm(c_in, 2 * self.hid, 1, norm=norm)
+        pairs = [sampling(c, scale, norm=norm) for c in dims]
+        self.sampling = nn.ModuleList(p[0] for p in pairs)  # no parameters at scale 1.0
+        self.conv1 = ConvNorm(sum(p[1] for p in pairs), 2 * self.hid, 1, norm=norm)
         self.blocks = nn.ModuleList(C2fBlock(self.hid, norm=norm) for _ in range(cfg.c2f_blocks))
         self.conv2 = ConvNorm((2 + cfg.c2f_blocks) * self.hid, d, 1, norm=norm)
         self.norm = ChannelsFirstLayerNorm(d, eps=1e-6)
 
     def forward(self, feats: Sequence[Tensor]) -> list[Tensor]:
-        parts = list(self.conv1(torch.cat(list(feats), 1)).split(self.hid, 1))
+        x = torch.cat([s(f) for s, f in zip(self.sampling, feats, strict=True)], 1)
+        parts = list(self.conv1(x).split(self.hid, 1))
         y = parts[-1]
         for block in self.blocks:
             y = block(y)
             parts.append(y)
         return [self.norm(self.conv2(torch.cat(parts, 1)))]
+
+
+class MultiScaleProjector(nn.Module):
+    """One :class:`Projector` per ``cfg.scales`` entry (``levels.i``) over the same backbone maps ->
+    one map per level, finest first (the decoder's level order).
+
+    Example:
+        >>> proj = MultiScaleProjector((8, 8), LWDecoderConfig(hidden=16, c2f_blocks=1, scales=(2.0, 0.5)), norm="bn")
+        >>> [tuple(m.shape) for m in proj([torch.rand(1, 8, 4, 4), torch.rand(1, 8, 4, 4)])]
+        [(1, 16, 8, 8), (1, 16, 2, 2)]
+    """
+
+    def __init__(self, dims: Sequence[int], cfg: LWDecoderConfig, *, norm: str) -> None:
+        super().__init__()
+        self.levels = nn.ModuleList(Projector(dims, cfg, norm=norm, scale=s) for s in cfg.scales)
+
+    def forward(self, feats: Sequence[Tensor]) -> list[Tensor]:
+        return [level(feats)[0] for level in self.levels]
+
+
+def build_projector(dims: Sequence[int], cfg: LWDecoderConfig, *, norm: str) -> nn.Module:
+    """:class:`Projector` for one level (its keys ``encoder.conv1`` ...), else :class:`MultiScaleProjector`.
+
+    Example:
+        >>> type(build_projector((8,), LWDecoderConfig(hidden=16), norm="ln")).__name__
+        'Projector'
+    """
+    if len(cfg.scales) != cfg.num_levels:
+        raise ConfigError(f"{len(cfg.scales)} projector scales for {cfg.num_levels} decoder levels")
+    if len(cfg.scales) == 1:
+        return Projector(dims, cfg, norm=norm, scale=cfg.scales[0])
+    return MultiScaleProjector(dims, cfg, norm=norm)
 
 
 class LWDecoderLayer(nn.Module):
@@ -273,8 +341,6 @@ class GroupTrainLoss:
         self.hyp: dict[str, float] = {}
 
     def __call__(self, preds: Sequence[Tensor], batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        from ...errors import ConfigError
-
         feats = list(preds)
         decoder = self.net.decoder
         if not decoder.training:
@@ -293,5 +359,5 @@ class GroupTrainLoss:
         return total * bsz, items
 
 
-__all__ = ["LWDecoderConfig", "Projector", "LWDecoder", "LWNetBase", "GroupTrainLoss", "refine_boxes",
+__all__ = ["LWDecoderConfig", "Projector", "MultiScaleProjector", "build_projector", "LWDecoder", "LWNetBase", "GroupTrainLoss", "refine_boxes",
            "ChannelsFirstLayerNorm"]

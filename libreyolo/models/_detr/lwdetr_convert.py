@@ -11,8 +11,10 @@ Key mapping (transformers 5.x names):
   ``attn.proj``, ``layernorm_before/after`` or ``norm1/2`` -> ``norm1/2``, ``intermediate`` or
   ``mlp`` -> ``mlp``, ``gamma_1/2`` or ``layer_scale1/2.lambda1`` -> ``ls1/2.gamma``;
   ``model.backbone.backbone.layernorm`` -> ``backbone.norm``;
-* ``model.backbone.projector.(scale_layers.0.)`` ``projector_layer.conv1/conv2/bottlenecks`` and
-  ``layer_norm`` -> ``encoder.conv1/conv2/blocks`` and ``encoder.norm``;
+* ``model.backbone.projector.(scale_layers.i.)`` ``projector_layer.conv1/conv2/bottlenecks`` and
+  ``layer_norm`` -> ``encoder.(levels.i.)conv1/conv2/blocks`` and ``encoder.(levels.i.)norm``, LW-DETR's
+  resampling ``scale_layers.i.sampling_layers.j.layers.k`` -> ``encoder.levels.i.sampling.j.k``
+  (a one-level network has no ``levels``: level 0's keys go to ``encoder.*``);
 * decoder layers: ``self_attn.q/k/v_proj`` -> ``self_attn.in_proj_*``, ``o_proj`` -> ``out_proj``,
   ``self_attn_layer_norm`` / ``cross_attn_layer_norm`` / ``layer_norm`` -> ``norm1/2/3``,
   ``mlp.fc1/fc2`` -> ``ffn.linear1/2``; ``model.decoder.layernorm`` -> ``decoder.norm``;
@@ -42,9 +44,14 @@ _RULES: tuple[tuple[str, str], ...] = (
     (r"^model\.backbone\.backbone\.embeddings\.cls_token$", "backbone.cls_token"),
     (r"^model\.backbone\.backbone\.layernorm\.", "backbone.norm."),
     (r"^model\.backbone\.backbone\.encoder\.layer\.(\d+)\.", r"backbone.blocks.\1."),
-    (r"^model\.backbone\.projector\.(?:scale_layers\.0\.)?projector_layer\.bottlenecks\.", "encoder.blocks."),
-    (r"^model\.backbone\.projector\.(?:scale_layers\.0\.)?projector_layer\.", "encoder."),
-    (r"^model\.backbone\.projector\.(?:scale_layers\.0\.)?layer_norm\.", "encoder.norm."),
+    (r"^model\.backbone\.projector\.scale_layers\.(\d+)\.sampling_layers\.(\d+)\.layers\.",
+     r"encoder.levels.\1.sampling.\2."),
+    (r"^model\.backbone\.projector\.scale_layers\.(\d+)\.projector_layer\.bottlenecks\.", r"encoder.levels.\1.blocks."),
+    (r"^model\.backbone\.projector\.scale_layers\.(\d+)\.projector_layer\.", r"encoder.levels.\1."),
+    (r"^model\.backbone\.projector\.scale_layers\.(\d+)\.layer_norm\.", r"encoder.levels.\1.norm."),
+    (r"^model\.backbone\.projector\.projector_layer\.bottlenecks\.", "encoder.blocks."),
+    (r"^model\.backbone\.projector\.projector_layer\.", "encoder."),
+    (r"^model\.backbone\.projector\.layer_norm\.", "encoder.norm."),
     (r"^model\.decoder\.layernorm\.", "decoder.norm."),
     (r"^model\.decoder\.", "decoder."),
     (r"^model\.(enc_output|enc_output_norm|enc_out_bbox_embed|enc_out_class_embed|reference_point_embed|query_feat)\.",
@@ -128,17 +135,22 @@ def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, 
             qkv.setdefault(f"{m[1]}in_proj_{m[3]}", {})[m[2]] = value
             continue
         out[new] = value
+    if not any(k.startswith("encoder.levels.") for k in own):  # a one-level projector: level 0 is ``encoder``
+        out = {re.sub(r"^encoder\.levels\.0\.", "encoder.", k): v for k, v in out.items()}
     return stack_qkv_and_check(out, qkv, own, zero_k_bias=True)  # LW-DETR's key projection has no bias
 
 
 def structure(sd: Mapping[str, Tensor]) -> dict[str, int]:
-    """Counts read from a reference state dict: backbone width / depth, decoder layers, queries, classes."""
+    """Counts read from a reference state dict: backbone width (``dim``) / depth, projector levels,
+    decoder layers, queries, classes."""
     sd = {normalise_key(k): v for k, v in sd.items()}
     depth = len({int(m[1]) for k in sd if (m := re.match(r"model\.backbone\.backbone\.encoder\.layer\.(\d+)\.", k))})
     dec = len({int(m[1]) for k in sd if (m := re.match(r"model\.decoder\.layers\.(\d+)\.", k))})
     groups = len({int(m[1]) for k in sd if (m := re.match(r"model\.enc_output\.(\d+)\.weight", k))})
+    levels = len({int(m[1]) for k in sd if (m := re.match(r"model\.backbone\.projector\.scale_layers\.(\d+)\.", k))})
     pos = sd.get("model.backbone.backbone.embeddings.position_embeddings")
-    return dict(depth=depth, dec_layers=dec, groups=groups,
+    return dict(depth=depth, dec_layers=dec, groups=groups, levels=max(levels, 1),
+                dim=int(pos.shape[-1]) if pos is not None else 0,
                 queries=int(sd["model.query_feat.weight"].shape[0]) // max(groups, 1) if "model.query_feat.weight" in sd else 0,
                 pos=int(round((pos.shape[1] - 1) ** 0.5)) if pos is not None else 0,
                 nc=int(sd["class_embed.weight"].shape[0]) if "class_embed.weight" in sd else 0)

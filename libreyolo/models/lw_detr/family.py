@@ -1,4 +1,4 @@
-"""LW-DETR detection family: sizes tiny and small; weights ``LibreLWDETRtiny.pt``."""
+"""LW-DETR detection family: sizes tiny, small, medium, large and xlarge; weights ``LibreLWDETRtiny.pt``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from .._detr.family import EncoderDecoderFamily
 
 class LWDETR(EncoderDecoderFamily):
     """LW-DETR (arXiv:2406.03459): plain ViT with interleaved window / global attention, C2f
-    projector to one stride-16 map, two-stage Group-DETR queries, 3 deformable decoder layers; no NMS.
+    projector to one stride-16 map (large / xlarge: stride-8 and stride-32 maps), two-stage
+    Group-DETR queries, 3 deformable decoder layers; no NMS.
 
     Seam (SPEC G-9), as the other DETRs: prediction = backbone+projector, then decoder+heads (both
     capturable); training = backbone+projector (capturable), then the 13-group decoder + Hungarian
@@ -20,7 +21,7 @@ class LWDETR(EncoderDecoderFamily):
 
     FAMILY: ClassVar[str] = "lw_detr"
     NAME_TOKEN: ClassVar[str] = "LWDETR"
-    SIZES: ClassVar[tuple[str, ...]] = ("tiny", "small")
+    SIZES: ClassVar[tuple[str, ...]] = ("tiny", "small", "medium", "large", "xlarge")
     STRIDE: ClassVar[int] = 64  # 16 px patches x 4 windows per side
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("focal", "l1", "giou")
 

@@ -1,4 +1,4 @@
-"""RF-DETR detection family: sizes nano, small, medium and base; weights ``LibreRFDETRnano.pt``."""
+"""RF-DETR detection family: sizes nano, small, medium, large and base; weights ``LibreRFDETRnano.pt``."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ class RFDETR(EncoderDecoderFamily):
 
     FAMILY: ClassVar[str] = "rf_detr"
     NAME_TOKEN: ClassVar[str] = "RFDETR"
-    SIZES: ClassVar[tuple[str, ...]] = ("nano", "small", "medium", "base")
+    SIZES: ClassVar[tuple[str, ...]] = ("nano", "small", "medium", "large", "base")
     STRIDE: ClassVar[int] = 32  # 16 px patches x 2 windows per side (base: the ``stride`` property, 56)
-    DEFAULT_IMGSZ: ClassVar[int] = 512  # small; nano 384, medium 576
+    DEFAULT_IMGSZ: ClassVar[int] = 512  # small; nano 384, medium 576, large 704
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("focal", "l1", "giou")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False

@@ -1,5 +1,5 @@
 """RF-DETR network (Robinson et al., "RF-DETR: Neural Architecture Search for Real-Time Detection
-Transformers", arXiv:2511.09554), sizes nano, small and medium.
+Transformers", arXiv:2511.09554), sizes nano, small, medium, large and base.
 
 A DINOv2 ViT-S (width 384, 12 blocks, 6 heads, LayerScale, 16 px patches, a class token) with
 windowed attention over 2 x 2 windows except in the global blocks
@@ -14,10 +14,11 @@ size    resolution  patch  windows  pos grid  dec layers   params (published)
 nano    384         16     2 x 2    24        2            30.5 M
 small   512         16     2 x 2    32        3            32.1 M
 medium  576         16     2 x 2    36        4            33.7 M
+large   704         16     2 x 2    44        4            33.9 M
 base    560         14     4 x 4    37        3            29 M (inference)
 ======  ==========  =====  =======  ========  ===========  =====================
 
-nano / small / medium: output blocks 2, 5, 8, 11 (DINOv2 stages 3, 6, 9, 12), global attention in
+nano / small / medium / large: output blocks 2, 5, 8, 11 (DINOv2 stages 3, 6, 9, 12), global attention in
 blocks 3, 6 and 9; base: output blocks 1, 4, 7, 10 (stages 2, 5, 8, 11), global attention in blocks
 2, 5, 8, 11 (the reference's rule: every block up to the last output stage that is not an output
 stage is windowed). Inputs: sides multiples of ``patch x windows`` (32; base 56).
@@ -28,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import ConfigError
-from .._detr.lwdetr import LWDecoder, LWDecoderConfig, LWNetBase, Projector
+from .._detr.lwdetr import LWDecoder, LWDecoderConfig, LWNetBase, build_projector
 from .._vit.windowed import WindowedViT
 
 
@@ -63,7 +64,7 @@ class RFDETRNet(LWNetBase):
                                     window_blocks=window_blocks(cfg.out_stages),
                                     out_blocks=tuple(s - 1 for s in cfg.out_stages), cls_token=True, layer_scale=1.0,
                                     out_norm=True, pos_antialias=True, fused_attn=cfg.fused_attn)
-        self.encoder = Projector(cfg.dim * len(cfg.out_stages), cfg.decoder, norm="ln")
+        self.encoder = build_projector([cfg.dim] * len(cfg.out_stages), cfg.decoder, norm="ln")
         self.decoder = LWDecoder(nc=nc, cfg=cfg.decoder)
         self.strides = (cfg.patch,)
 
@@ -74,14 +75,15 @@ def _size(pos: int, layers: int) -> RFDETRConfig:
 
 VARIANTS: dict[str, RFDETRConfig] = {
     "nano": _size(24, 2), "small": _size(32, 3), "medium": _size(36, 4),
+    "large": _size(44, 4),  # rfdetr 1.4.1 ``RFDETRLargeConfig`` (``rf-detr-large-2026.pth``)
     # the first release's size: 14 px patches (DINOv2's own grid, 37 x 37 = 518 px), 4 x 4 windows
     "base": RFDETRConfig(patch=14, pos_grid=37, windows=4, out_stages=(2, 5, 8, 11),
                          decoder=LWDecoderConfig(dec_layers=3, dropout=0.1)),
 }
-RESOLUTION = {"nano": 384, "small": 512, "medium": 576, "base": 560}
+RESOLUTION = {"nano": 384, "small": 512, "medium": 576, "large": 704, "base": 560}
 # rfdetr 1.x README (all parameters); base: the first release's README, 29 M, which matches the
 # inference parameters (query group 0 only; the 12 training-only groups add 3.6 M)
-PUBLISHED_PARAMS_M = {"nano": 30.5, "small": 32.1, "medium": 33.7, "base": 29.0}
+PUBLISHED_PARAMS_M = {"nano": 30.5, "small": 32.1, "medium": 33.7, "large": 33.9, "base": 29.0}
 
 
 def build_rf_detr(*, size: str, nc: int) -> RFDETRNet:

@@ -32,6 +32,7 @@ FAKE = "fake-msda-counter"
 #   dino_detr r50: 6 encoder + 6 decoder layers, 4 points on each of 4 levels (the training step adds
 #   denoising queries: more queries per call, not more calls);
 #   lw_detr tiny / small: 3 decoder layers, 2 points on 1 level (no deformable encoder: a ViT);
+#   lw_detr large: 3 decoder layers, 4 points on each of 2 levels (the P3 + P5 projector);
 #   rf_detr nano / small / medium: 2 / 3 / 4 decoder layers, 2 points on 1 level (the training step's
 #   13 query groups are more queries per call, not more calls).
 EXPECTED = {
@@ -48,6 +49,7 @@ EXPECTED = {
     ("dino_detr", "r50"): 12,
     ("lw_detr", "tiny"): 3,
     ("lw_detr", "small"): 3,
+    ("lw_detr", "large"): 3,
     ("rf_detr", "nano"): 2,
     ("rf_detr", "small"): 3,
     ("rf_detr", "medium"): 4,

@@ -2,7 +2,7 @@
 structure (window / global blocks, output blocks, queries, 13 query groups), forward contract,
 seam stages, Group-DETR training (groups independent, folded into the criterion's batch), the
 fused-attention flag, and predict / train / val on the shapes demo data (CPU, tiny networks of the
-same structure)."""
+same structure; ``lw_detr:p3p5`` is the large / xlarge layout, a two-level P3 + P5 projector)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,11 @@ from libreyolo.models.rf_detr.family import RFDETR
 from libreyolo.registry import parse_weights_name
 
 DEC = LWDecoderConfig(hidden=64, sa_heads=4, ca_heads=4, dec_layers=2, points=2, ffn=64, num_queries=8, groups=3)
+DEC2 = dataclasses.replace(DEC, num_levels=2, scales=(2.0, 0.5))
 TINY = {
+    "lw_detr:p3p5": (LWDETR, lambda nc: lw.LWDETRNet(cfg=lw.LWDETRConfig(dim=32, depth=3, heads=2, pos_grid=4,
+                                                                          windows=2, window_blocks=(0, 2),
+                                                                          out_blocks=(0, 2), decoder=DEC2), nc=nc)),
     "lw_detr": (LWDETR, lambda nc: lw.LWDETRNet(cfg=lw.LWDETRConfig(dim=32, depth=3, heads=2, pos_grid=4, windows=2,
                                                                      window_blocks=(0, 2), out_blocks=(0, 2),
                                                                      decoder=DEC), nc=nc)),
@@ -60,16 +64,22 @@ def _batch() -> dict[str, torch.Tensor]:
 
 # published (M) and ours (exact, unfused, COCO's 91 class slots as the reference checkpoints)
 COUNTS = {("lw_detr", "tiny"): (12.1, 12_053_154), ("lw_detr", "small"): (14.6, 14_559_298),
+          ("lw_detr", "medium"): (28.2, 28_241_218), ("lw_detr", "large"): (46.8, 46_827_490),
+          ("lw_detr", "xlarge"): (118.0, 118_041_058),
           ("rf_detr", "nano"): (30.5, 30_466_914), ("rf_detr", "small"): (32.1, 32_110_786),
-          ("rf_detr", "medium"): (33.7, 33_687_074)}
+          ("rf_detr", "medium"): (33.7, 33_687_074), ("rf_detr", "large"): (33.9, 33_932_834)}
 
 
 @pytest.mark.parametrize(("family", "size"), sorted(COUNTS))
 def test_parameter_counts_match_the_published(family: str, size: str) -> None:
-    """LW-DETR paper Table 2 (tiny 12.1 M, small 14.6 M); rfdetr README (nano 30.5, small 32.1,
-    medium 33.7 M). All within 0.5 %."""
+    """LW-DETR paper Table 2 (tiny 12.1, small 14.6, medium 28.2, large 46.8, xlarge 118.0 M);
+    rfdetr README (nano 30.5, small 32.1, medium 33.7, large 33.9 M). All within 0.5 %. Built on
+    the meta device (shapes only)."""
     fam = {"lw_detr": LWDETR, "rf_detr": RFDETR}[family]
-    net = fam.build_net(size=size, nc=91, task="detect")
+    with torch.device("meta"):
+        net = fam.build_net(size=size, nc=91, task="detect")
+    published_table = lw.PAPER_PARAMS_M if family == "lw_detr" else rf.PUBLISHED_PARAMS_M
+    assert published_table[size] == COUNTS[(family, size)][0]
     n = sum(p.numel() for p in net.parameters())
     published, ours = COUNTS[(family, size)]
     assert abs(n / 1e6 - published) / published < 0.03, n
@@ -97,8 +107,8 @@ def test_rf_detr_base_inference_parameters_match_the_first_release() -> None:
 
 
 def test_sizes_and_structure() -> None:
-    assert LWDETR.SIZES == tuple(lw.VARIANTS) == ("tiny", "small")
-    assert RFDETR.SIZES == tuple(rf.VARIANTS) == ("nano", "small", "medium", "base")
+    assert LWDETR.SIZES == tuple(lw.VARIANTS) == ("tiny", "small", "medium", "large", "xlarge")
+    assert RFDETR.SIZES == tuple(rf.VARIANTS) == ("nano", "small", "medium", "large", "base")
     net = LWDETR.build_net(size="small", nc=91, task="detect")
     vit = net.backbone
     assert [b.window for b in vit.blocks] == [i in (0, 1, 3, 6, 7, 9) for i in range(10)]
@@ -115,10 +125,36 @@ def test_sizes_and_structure() -> None:
     assert len(r.decoder.layers) == 4 and r.backbone.pos_grid == 36
     assert not isinstance(r.encoder.conv1.norm, torch.nn.BatchNorm2d)  # LayerNorm convolutions
     assert rf.window_blocks((2, 5, 8, 11)) == (0, 1, 3, 4, 6, 7, 9, 10)
+    rl = RFDETR.build_net(size="large", nc=91, task="detect")
+    assert rl.backbone.pos_grid == 44 and len(rl.decoder.layers) == 4 and rf.RESOLUTION["large"] == 44 * 16
+    assert rl.backbone.out_blocks == (2, 5, 8, 11) and rl.backbone.patch == 16 and rl.backbone.windows == 2
     with pytest.raises(ConfigError):
-        LWDETR.build_net(size="large", nc=3, task="detect")
-    with pytest.raises(ConfigError):
-        RFDETR.build_net(size="large", nc=3, task="detect")
+        LWDETR.build_net(size="huge", nc=3, task="detect")
+    with pytest.raises(ConfigError):  # xlarge / 2xlarge: Platform Model License weights, not offered
+        RFDETR.build_net(size="xlarge", nc=3, task="detect")
+
+
+def test_larger_lw_detr_sizes_follow_the_reference_scripts() -> None:
+    """medium: the ViT at width 384, otherwise small's layout; large / xlarge (width 384 / 768): a
+    P3 + P5 projector (stride 8 and 32), decoder width 384 with 12 / 24 heads and 4 points; xlarge's
+    P3 resampling halves its 768 channels by a 1x1 conv before the transposed conv."""
+    with torch.device("meta"):
+        m, lg, xl = (LWDETR.build_net(size=s, nc=91, task="detect") for s in ("medium", "large", "xlarge"))
+    assert m.backbone.patch_embed.proj.out_channels == 384 and m.strides == (16,) and m.decoder.hidden == 256
+    assert [b.window for b in m.backbone.blocks] == [i in (0, 1, 3, 6, 7, 9) for i in range(10)]
+    for net, width in ((lg, 384), (xl, 768)):
+        assert net.backbone.patch_embed.proj.out_channels == width and net.strides == (8, 32)
+        assert net.backbone.out_blocks == (2, 4, 5, 9) and len(net.decoder.layers) == 3
+        attn = net.decoder.layers[0].cross_attn
+        assert (attn.num_heads, attn.num_levels, attn.num_points_list) == (24, 2, (4, 4))
+        assert net.decoder.layers[0].self_attn.num_heads == 12 and net.decoder.hidden == 384
+        assert len(net.encoder.levels) == 2 and all(len(lvl.sampling) == 4 for lvl in net.encoder.levels)
+        assert net.encoder.levels[1].sampling[0][0].conv.stride == (2, 2)
+    up_lg, up_xl = lg.encoder.levels[0].sampling[0], xl.encoder.levels[0].sampling[0]
+    assert [type(mod).__name__ for mod in up_lg] == ["ConvTranspose2d"] and up_lg[0].out_channels == 192
+    assert [type(mod).__name__ for mod in up_xl] == ["ConvNorm", "ConvTranspose2d"] and up_xl[1].out_channels == 192
+    with pytest.raises(ConfigError, match="scales"):
+        lw.LWDETRNet(cfg=lw.LWDETRConfig(decoder=LWDecoderConfig(num_levels=2)), nc=3)
 
 
 def test_refine_boxes_reparametrisation() -> None:
@@ -140,7 +176,8 @@ def test_eval_forward_shapes_and_stages(family: str) -> None:
     assert torch.equal(staged[0], logits) and torch.equal(staged[1], boxes)
     assert (boxes[..., 2] >= boxes[..., 0]).all() and (boxes[..., 3] >= boxes[..., 1]).all()
     net.train()
-    assert [tuple(m.shape) for m in net(x)] == [(2, 64, 4, 8)]
+    assert [tuple(m.shape) for m in net(x)] == [(2, 64, 64 // s, 128 // s) for s in net.strides]
+    assert net.strides == ((8, 32) if family == "lw_detr:p3p5" else (16,))
     stages = model.train_stages()
     assert stages[0].capturable is True and stages[1].capturable is False
     with pytest.raises(ConfigError, match="windows"):
