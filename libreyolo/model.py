@@ -250,6 +250,7 @@ class Model:
         labels: Any = None,
         boxes: Any = None,
         multimask_output: bool = False,
+        angle_cls: bool | None = None,
     ) -> list[Results] | Iterator[Results]:
         """Detect objects in ``source`` (path, folder, glob, ``.txt`` list, PIL, numpy, tensor,
         video, webcam index, stream URL: :mod:`libreyolo.engine.sources`).
@@ -272,6 +273,8 @@ class Model:
         A promptable model (task ``prompt``: SAM, MobileSAM) takes ``points`` ([[x, y], ...] in
         image pixels) with ``labels`` (1 foreground, 0 background), ``boxes`` ([[x1, y1, x2, y2],
         ...]) and ``multimask_output`` (three candidate masks per prompt): :mod:`libreyolo.tasks.prompt`.
+        An OCR model (task ``ocr``) takes ``angle_cls``: read the text lines its angle classifier calls
+        upside down turned by 180 degrees (None: where the model has classifier weights): :mod:`libreyolo.tasks.ocr`.
 
         Example:
             >>> from libreyolo import LibreYOLO, SAMPLE_IMAGE
@@ -331,6 +334,7 @@ class Model:
         labels: Any = None,
         boxes: Any = None,
         multimask_output: bool = False,
+        angle_cls: bool | None = None,
     ) -> list[Results] | Iterator[Results]:
         """Detect and track objects over the frames of ``source`` (a video, webcam, stream, or
         frames passed one call at a time with ``persist=True``); :mod:`libreyolo.trackers`.

@@ -78,6 +78,9 @@ class PredictOptions:
     labels: Any = field(default=None, metadata={"help": "prompt task: point labels [1, 0, ...] (1 foreground)"})
     boxes: Any = field(default=None, metadata={"help": "prompt task: boxes [[x1, y1, x2, y2], ...] in image pixels"})
     multimask_output: bool = field(default=False, metadata={"help": "prompt task: three candidate masks per prompt"})
+    angle_cls: bool | None = field(default=None, metadata={
+        "help": "ocr task: read text lines an angle classifier calls upside down turned by 180 degrees "
+                "(default: where the model has one)"})
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -126,6 +129,9 @@ class PredictOptions:
                                        or line_width < 1):
             raise ConfigError(f"line_width must be a positive int (pixels) or None (scaled to the image), "
                               f"got {line_width!r}")
+        if self.angle_cls is not None and not isinstance(self.angle_cls, bool):
+            raise ConfigError(f"angle_cls must be True, False or None (where the model has a classifier), "
+                              f"got {self.angle_cls!r}")
         check_policy(self.cuda_graph)
         dev = select_device(self.device) if self.device is not None else None
         hw = check_imgsz(imgsz if imgsz is not None else model.imgsz, stride=model.stride)

@@ -50,9 +50,9 @@ def test_smallest_size_forward_postprocess_and_output_names(name: str, fam: type
     assert fam.OUTPUT_KIND in {"boxes", "probs", "semantic", "depth", "points", "restore", "masks", "keypoints",
                                "prompt", "matte", "ocr"}
     if fam.OUTPUT_KIND == "ocr":  # text: the detector's map at the input size, then regions + strings per image
-        assert outs[0].shape == (1, 1, 64, 64) and len(outs) == 5 and outs[4].ndim == 3
+        assert outs[0].shape == (1, 1, 64, 64) and len(outs) == 6 and outs[4].ndim == 3 and outs[5].ndim == 2
         assert len(dets) == 1 and dets[0]["polygons"].shape[1:] == (4, 2)
-        assert len(dets[0]["texts"]) == len(dets[0]["polygons"]) == len(dets[0]["scores"])
+        assert len(dets[0]["texts"]) == len(dets[0]["polygons"]) == len(dets[0]["scores"]) == len(dets[0]["angles"])
     elif fam.OUTPUT_KIND == "prompt":  # promptable: the default prompt's mask logits at the input size + its IoU score
         assert outs[0].ndim == 5 and outs[0].shape[:3] == (1, 1, 1) and model.nc == 1
         assert len(dets) == 1 and dets[0]["masks"].shape == (1, 64, 64) and dets[0]["scores"].shape == (1,)

@@ -49,7 +49,7 @@ def test_captured_detector_plus_eager_recogniser_is_bitwise(size: str, texty: bo
     for x in _probes(imgsz, dev):  # two different images: catches a stale copy-in
         eager = model.eager_forward(x, amp_dtype=amp)
         graph = graphs.run(x, policy=True, amp_dtype=amp)
-        assert len(eager) == len(graph) == 5
+        assert len(eager) == len(graph) == 6
         assert all(torch.equal(a, b) for a, b in zip(eager, graph, strict=True))
         if texty:
             assert graph[1].shape[0] >= 1  # regions reached the eager recogniser

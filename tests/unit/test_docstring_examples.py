@@ -71,6 +71,7 @@ MODULES = ("libreyolo.model", "libreyolo.convert.build", "libreyolo.engine.resul
            "libreyolo.tasks.ocr.scoring", "libreyolo.engine.ocr_io",
            "libreyolo.data.ocr", "libreyolo.data.shapes_ocr", "libreyolo.models.ppocr.postprocess",
            "libreyolo.models.ppocr.loss", "libreyolo.models.ppocr.charset", "libreyolo.models.ppocr.nn",
+           "libreyolo.models.ppocr.cls", "libreyolo.models.ppocr.family",
            "libreyolo.models._vit.windowed", "libreyolo.models._detr.lwdetr",
            "libreyolo.models.depth_anything3.metric")
 

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from ...errors import CheckpointError
 
-_SKIP = re.compile(r"^(p2o\.|fill_constant)")
+_SKIP = re.compile(r"^(p2o\.|fill_constant|Constant@)")  # shape / scalar constants, not weights
 _LEAVES = (nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d, nn.Linear, nn.LayerNorm)
 
 
@@ -99,16 +99,71 @@ def load_onnx_into(module: nn.Module, path: str | Path, *inputs: Any) -> int:
     return len(ours)
 
 
-def from_paddle_onnx(fam: Any, det: str | Path, rec: str | Path) -> Any:
-    """A fused ``PPOCR`` family with the detector and recogniser weights of two ONNX inference models.
-    The family's ``names`` must be the recogniser's dictionary (its CTC width)."""
+def from_paddle_onnx(fam: Any, det: str | Path, rec: str | Path, cls: str | Path | None = None) -> Any:
+    """A fused ``PPOCR`` family with the detector and recogniser weights of two ONNX inference models
+    and, when ``cls`` names one, the angle classifier's (:func:`load_angle_classifier`). The family's
+    ``names`` must be the recogniser's dictionary (its CTC width)."""
     fam.net.eval()
     fam.fuse()
     dev = fam.device
     load_onnx_into(PaddleDetBody(fam.net.det), det, torch.zeros(1, 3, 64, 64, device=dev))
     h, w = fam.net.rec_hw
     load_onnx_into(PaddleRecBody(fam.net.rec), rec, torch.zeros(1, 3, h, w, device=dev))
+    if cls is not None:
+        load_angle_classifier(fam, cls)
     return fam
+
+
+def load_angle_classifier(fam: Any, path: str | Path) -> Any:
+    """Load the text-line angle classifier of an ONNX inference model (PaddleOCR's
+    ``ch_ppocr_mobile_v2.0_cls_infer.onnx``) into ``fam.net.cls`` and mark it loaded, so that
+    ``predict`` turns lines classified upside down (``angle_cls=None``: on). Returns ``fam``.
+
+    Raises:
+        CheckpointError: the file is missing or is not a 2-class classifier of this architecture.
+    """
+    from .cls import ANGLES, CLS_HW
+
+    if not Path(path).is_file():
+        raise CheckpointError(f"angle classifier {str(path)!r} not found; pass the path of an ONNX export such as "
+                              "ch_ppocr_mobile_v2.0_cls_infer.onnx (the rapidocr_onnxruntime wheel ships one)")
+    out = _output_width(path)
+    if out != len(ANGLES):
+        raise CheckpointError(f"{Path(path).name} gives {out} classes, an angle classifier gives {len(ANGLES)} "
+                              "(0 and 180 degrees); is it a recogniser or detector export?")
+    net = fam.net.cls
+    was = net.training
+    net.eval()
+    try:
+        load_onnx_into(PaddleClsBody(net), path, torch.zeros(1, 3, *CLS_HW, device=fam.device))
+    finally:
+        net.train(was)
+    fam.net.cls_loaded.fill_(True)
+    return fam
+
+
+def _output_width(path: str | Path) -> int | None:
+    """The last dimension of the graph's first output, when the file states it."""
+    import onnx
+    from google.protobuf.message import DecodeError  # onnx's own dependency
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, ValueError, OSError) as e:
+        raise CheckpointError(f"{Path(path).name} is not a readable ONNX model: {e}") from e
+    dims = model.graph.output[0].type.tensor_type.shape.dim if model.graph.output else []
+    return int(dims[-1].dim_value) if dims and dims[-1].dim_value > 0 else None
+
+
+class PaddleClsBody(nn.Module):
+    """The angle classifier on an already normalised input (what the Paddle graph takes): probabilities."""
+
+    def __init__(self, cls: nn.Module) -> None:
+        super().__init__()
+        self.cls = cls
+
+    def forward(self, z: Tensor) -> Tensor:
+        return self.cls.logits(z).softmax(-1)
 
 
 class PaddleRecBody(nn.Module):

@@ -8,10 +8,17 @@ the probability map; the eager stage finds the boxes on the host (contours), cro
 input with ``grid_sample`` and reads them. Without a capture scope (``cuda_graph=False``) both
 stages run eagerly: the same result by construction.
 
+Angle classification (``predict(angle_cls=...)``, :meth:`angle_classification`): before reading,
+each region is cropped at 48 x 192 for the 0 / 180-degree classifier (:mod:`.cls`); a region it
+calls ``180`` with probability over 0.9 (PaddleOCR's ``cls_thresh``) is read turned by 180 degrees
+(its quad's corners taken from the opposite one). On by default only where the classifier's weights
+were loaded (``net.cls_loaded``: :func:`.convert.load_angle_classifier`).
+
 Raw output of the chain (what :meth:`postprocess` reads): ``(prob Tensor[B, 1, H, W], quads
 Tensor[n, 4, 2] input pixels, index Tensor[n] image of each region, det scores Tensor[n],
-char probs Tensor[n, T, nc + 1])``; ``net(x)`` and an ONNX export return ``prob`` alone (the
-detector), whose postprocess gives boxes with empty strings.
+char probs Tensor[n, T, nc + 1], angle probs Tensor[n, 2] (of 0 and 180 degrees; Tensor[n, 0]
+where not classified))``; ``net(x)`` and an ONNX export return ``prob`` alone (the detector), whose
+postprocess gives boxes with empty strings.
 """
 
 from __future__ import annotations
@@ -24,9 +31,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ...errors import ConfigError
 from ...graphs.seam import Stage
 from .._base.family import Family
 from .charset import default_names
+from .cls import ANGLE_THRESH, ANGLES, CLS_HW
 from .postprocess import crop_regions, ctc_decode, db_boxes
 from .variants import VARIANTS
 
@@ -83,12 +92,17 @@ class PPOCR(Family):
     def _detect(self, x: Tensor) -> tuple[Tensor, Tensor]:
         return x, self.net(x)
 
-    def _recognise(self, val: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    def _recognise(self, val: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
         x, prob = val
         quads, index, scores = self.find_boxes(prob, box_thresh=getattr(self, "_box_thresh", 0.6))
-        crops = crop_regions(x, index, quads.to(x.device), tuple(self.net.rec_hw))
+        quads = quads.to(x.device)
+        read, angle = quads, x.new_zeros(len(quads), 0)
+        if self.angle_cls_enabled and len(quads):
+            angle = self.net.cls(crop_regions(x, index, quads, CLS_HW).to(x.dtype))  # (n, 2)
+            read = torch.where(turned(angle)[:, None, None], quads.roll(2, 1), quads)  # corners from the opposite one
+        crops = crop_regions(x, index, read, tuple(self.net.rec_hw))
         probs = self.net.rec(crops.to(x.dtype)) if len(crops) else x.new_zeros(0, self.net.rec_hw[1] // 8, self.nc + 1)
-        return prob, quads.to(prob.device), index.to(prob.device), scores.to(prob.device), probs
+        return prob, quads.to(prob.device), index.to(prob.device), scores.to(prob.device), probs, angle
 
     def forward_stages(self) -> list[Stage]:
         return [Stage(name="detector", fn=self._detect, capturable=True),
@@ -112,27 +126,93 @@ class PPOCR(Family):
                     max_det: int = 1000, agnostic: bool = False) -> list[dict[str, Any]]:
         """Raw chain output (module docstring) -> per image ``{"polygons": Tensor[n, 4, 2] float32
         input pixels, "det_scores": Tensor[n], "texts": list[str], "scores": Tensor[n] recognition
-        confidence}``. A detector-only output (``net(x)``, an ONNX export) gives the boxes over
-        ``conf`` with empty texts; ``iou`` / ``classes`` / ``agnostic`` do not apply."""
+        confidence, "angles": Tensor[n] int64 degrees each line was read turned by (0 or 180),
+        "angle_scores": Tensor[n] the classifier's probability of that angle (0 where it did not
+        run)}``. A detector-only output (``net(x)``, an ONNX export) gives the boxes over ``conf``
+        with empty texts; ``iou`` / ``classes`` / ``agnostic`` do not apply."""
         if isinstance(raw, Tensor) or len(raw) == 1:
             prob = raw if isinstance(raw, Tensor) else raw[0]
             quads, index, dscore = self.find_boxes(prob, box_thresh=conf)
             texts, rscore = [""] * len(quads), [0.0] * len(quads)
+            angle = torch.zeros(len(quads), 0)
         else:
-            prob, quads, index, dscore, probs = raw
+            prob, quads, index, dscore, probs, angle = raw
             texts, rscore = ctc_decode(probs, self.chars)
-            quads, index, dscore = quads.float().cpu(), index.cpu(), dscore.float().cpu()
+            quads, index, dscore, angle = quads.float().cpu(), index.cpu(), dscore.float().cpu(), angle.float().cpu()
+        if angle.shape[1]:
+            flip = turned(angle)
+            degrees = torch.where(flip, ANGLES[1], ANGLES[0]).long()
+            ascore = torch.where(flip, angle[:, 1], angle[:, 0])
+        else:
+            degrees, ascore = torch.zeros(len(quads), dtype=torch.long), torch.zeros(len(quads))
         out = []
         rs = torch.tensor(rscore, dtype=torch.float32)
         for b in range(prob.shape[0]):
             sel = torch.nonzero((index == b) & (dscore >= conf)).flatten()[:max_det]
             out.append({"polygons": quads[sel], "det_scores": dscore[sel], "texts": [texts[i] for i in sel.tolist()],
-                        "scores": rs[sel]})
+                        "scores": rs[sel], "angles": degrees[sel], "angle_scores": ascore[sel]})
         return out
 
     def crop(self, images: Tensor, index: Tensor, quads: Tensor) -> Tensor:
         """Regions of ``images`` (Tensor[B, 3, H, W] in [0, 1]) at the recogniser's input size."""
         return crop_regions(images, index, quads, tuple(self.net.rec_hw))
+
+    @property
+    def angle_cls_enabled(self) -> bool:
+        """Whether the eager stage classifies each line's angle: the :meth:`angle_classification`
+        setting in force, else whether the classifier's weights were loaded."""
+        on = getattr(self, "_angle_cls", None)
+        return bool(self.net.cls_loaded) if on is None else bool(on)
+
+    @contextmanager
+    def angle_classification(self, enabled: bool | None) -> Iterator[None]:
+        """Within the block the eager stage turns lines the angle classifier calls upside down
+        (``True``), never does (``False``), or does where its weights were loaded (``None``).
+
+        Raises:
+            ConfigError: ``True`` on a model whose classifier has no weights loaded.
+
+        Example:
+            >>> fam = PPOCR(size="tiny")
+            >>> with fam.angle_classification(False):
+            ...     fam.angle_cls_enabled
+            False
+        """
+        if enabled is not None and not isinstance(enabled, bool):
+            raise ConfigError(f"angle_cls must be True, False or None, got {enabled!r}")
+        if enabled and not bool(self.net.cls_loaded):
+            raise ConfigError("angle_cls=True but this model's angle classifier has no weights; load PaddleOCR's "
+                              "with libreyolo.models.ppocr.convert.load_angle_classifier(model, "
+                              "'ch_ppocr_mobile_v2.0_cls_infer.onnx') (or from_paddle_onnx(..., cls=...))")
+        old, self._angle_cls = getattr(self, "_angle_cls", None), enabled
+        try:
+            yield
+        finally:
+            self._angle_cls = old
+
+    def classify_angles(self, crops: Tensor) -> tuple[list[int], list[float]]:
+        """Crops Tensor[n, 3, 48, w] in [0, 1] (w = 192 as PaddleOCR) -> (the angle each would be
+        read turned by: 0 or 180, the classifier's probability of that angle).
+
+        Raises:
+            ConfigError: ``crops`` is not a float Tensor[n, 3, 48, w] with w >= 8.
+        """
+        if (not isinstance(crops, Tensor) or not crops.is_floating_point() or crops.ndim != 4
+                or crops.shape[1] != 3 or crops.shape[2] != CLS_HW[0] or crops.shape[3] < 8):
+            got = tuple(crops.shape) if isinstance(crops, Tensor) else type(crops).__name__
+            raise ConfigError(f"classify_angles takes text-line crops as a float Tensor[n, 3, {CLS_HW[0]}, w] "
+                              f"(RGB in [0, 1], w >= 8; PaddleOCR uses w = {CLS_HW[1]}), got {got}; crop them with "
+                              f"libreyolo.models.ppocr.postprocess.crop_regions(images, index, quads, {CLS_HW})")
+        was = self.net.cls.training
+        self.net.cls.eval()
+        try:
+            with torch.inference_mode():
+                p = self.net.cls(crops).float()
+        finally:
+            self.net.cls.train(was)
+        flip = turned(p)
+        return ([ANGLES[1] if f else ANGLES[0] for f in flip.tolist()],
+                torch.where(flip, p[:, 1], p[:, 0]).tolist())
 
     @contextmanager
     def box_threshold(self, conf: float) -> Iterator[None]:
@@ -157,3 +237,9 @@ class PPOCR(Family):
         from .loss import OCRLoss
 
         return OCRLoss(self)
+
+
+def turned(angle: Tensor) -> Tensor:
+    """angle probabilities Tensor[n, 2] (0, 180 degrees) -> Tensor[n] bool: read turned by 180
+    degrees (the 180 class wins with probability over ``ANGLE_THRESH``, PaddleOCR's rule)."""
+    return (angle[:, 1] > angle[:, 0]) & (angle[:, 1] > ANGLE_THRESH)

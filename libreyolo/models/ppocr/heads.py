@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .cls import AngleClassifier
 from .nn import SE, LCNetV3
 
 DET_MEAN = (0.485, 0.456, 0.406)  # applied to the B, G, R channels in this order, as PaddleOCR does
@@ -180,14 +181,18 @@ class TextRecogniser(nn.Module):
 
 
 class PPOCRNet(nn.Module):
-    """The two networks of a PP-OCR system. ``forward`` is the detector (what a CUDA graph holds and
-    ONNX exports); :attr:`rec` is applied by the family's eager stage to the detected regions."""
+    """The networks of a PP-OCR system. ``forward`` is the detector (what a CUDA graph holds and
+    ONNX exports); :attr:`rec` is applied by the family's eager stage to the detected regions, and
+    before it, where enabled, the angle classifier :attr:`cls` (:mod:`.cls`; the buffer
+    ``cls_loaded`` says whether it holds trained weights, and is saved with them)."""
 
     def __init__(self, *, det_scale: float, neck: int, rec_scale: float, nc: int, dims: int, hidden: int,
                  depth: int, heads: int, rec_hw: tuple[int, int]) -> None:
         super().__init__()
         self.det = TextDetector(det_scale, neck)
         self.rec = TextRecogniser(rec_scale, nc, dims, hidden, depth, heads)
+        self.cls = AngleClassifier()
+        self.register_buffer("cls_loaded", torch.zeros((), dtype=torch.bool))
         self.rec_hw = rec_hw
 
     def forward(self, x: Tensor) -> Tensor:

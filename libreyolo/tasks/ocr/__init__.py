@@ -4,8 +4,11 @@ Prediction letterboxes as detection does (``rect=True``: the smallest stride-32 
 family's chain detects on the network input (captured per shape under ``cuda_graph``), finds the
 boxes of the probability map, crops them and reads them (eager). ``conf`` is the DB box threshold:
 the mean text probability inside a box (PaddleOCR uses 0.6; the library default 0.25 keeps more).
+``angle_cls`` (True / False / None: where the model has one) turns the lines a 0 / 180-degree
+angle classifier calls upside down before reading them.
 ``Results.texts`` (a :class:`~libreyolo.engine.ocr_io.Texts`, built from the per-image dict): ``polygons`` Tensor[n, 4, 2] original
-pixels, ``strings`` list[str], ``scores`` (recognition confidence) and ``det_scores``;
+pixels, ``strings`` list[str], ``scores`` (recognition confidence), ``det_scores``, ``angles``
+(degrees each line was read turned by) and ``angle_scores``;
 ``plot()`` draws the boxes and the strings, ``to_json()`` lists them.
 
 Data: ICDAR-2015-style label lines per image (:mod:`libreyolo.data.ocr`); the built-in demo is
@@ -15,6 +18,8 @@ IoU 0.5 and recognition accuracy and normalised edit distance on the ground-trut
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any, ClassVar
 
 import torch
@@ -44,11 +49,12 @@ class OcrTask(Task):
                                        rect=rect, stride=stride)
 
     def network_scope(self, twin: Any, opts: Any, params: list[Any]) -> Any:
-        """The family's box threshold for the call (``conf``); an exported detector has none."""
-        from contextlib import nullcontext
-
-        scope = getattr(twin, "box_threshold", None)
-        return scope(float(opts.conf)) if scope is not None else nullcontext()
+        """The family's box threshold (``conf``) and angle classification (``angle_cls``) for the
+        call; an exported detector has neither (and refuses ``angle_cls=True``)."""
+        angle = getattr(opts, "angle_cls", None)
+        if angle and getattr(twin, "angle_classification", None) is None:
+            raise ConfigError("angle_cls=True: this model has no angle classifier (an exported detector reads no text)")
+        return _scopes(twin, float(opts.conf), angle)
 
     def outputs(self, twin: Any, raw: Any, *, items: list[Any], params: list[Any], opts: Any, decoded: bool,
                 rerun: Any) -> list[Any]:
@@ -60,7 +66,8 @@ class OcrTask(Task):
             poly[..., 0] = poly[..., 0].clamp(0, w)
             poly[..., 1] = poly[..., 1].clamp(0, h)
             result.append({"texts": {"polygons": poly, "strings": o["texts"], "scores": o["scores"].float().cpu(),
-                                     "det_scores": o["det_scores"].float().cpu()}})
+                                     "det_scores": o["det_scores"].float().cpu(), "angles": o.get("angles"),
+                                     "angle_scores": o.get("angle_scores")}})
         return result
 
     # ------------------------------------------------------------------ data
@@ -102,3 +109,13 @@ class OcrTask(Task):
         from .scoring import OcrScorer
 
         return OcrScorer(names)
+
+
+@contextmanager
+def _scopes(twin: Any, conf: float, angle: bool | None) -> Iterator[None]:
+    with ExitStack() as stack:
+        if (box := getattr(twin, "box_threshold", None)) is not None:
+            stack.enter_context(box(conf))
+        if (classify := getattr(twin, "angle_classification", None)) is not None:
+            stack.enter_context(classify(angle))
+        yield

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _rapidocr import rapid_models
 
 from libreyolo.data.ocr import load_ocr_data, read_labels
 from libreyolo.data.shapes_ocr import ensure_text_demo_dataset, render_text_scene
@@ -32,17 +33,6 @@ def _deployed_counts(fam: PPOCR) -> dict[str, int]:
 def test_v4_deployed_parameter_counts_equal_the_published_models() -> None:
     fam = PPOCR(size="v4", nc=6624)  # ppocr_keys_v1: 6623 characters + space (+ the CTC blank)
     assert _deployed_counts(fam) == DEPLOYED
-
-
-def rapid_models() -> Path:
-    """The model folder of an installed rapidocr_onnxruntime wheel (found, not imported: its
-    runtime dependencies need not be installed), or skip."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("rapidocr_onnxruntime")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("rapidocr_onnxruntime (which ships the PP-OCRv4 ONNX models) is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "models"
 
 
 def _onnx_weight_count(path: Path) -> int:
@@ -149,8 +139,9 @@ def test_seam_detector_captured_recogniser_eager_equals_the_chain() -> None:
         prob = fam.net(x)
         manual = stages[1].fn((x, prob))
     assert torch.equal(chained[0], prob) and prob.shape == (2, 1, 64, 96)
-    prob_, quads, index, scores, probs = chained
+    prob_, quads, index, scores, probs, angle = chained
     assert quads.shape == (2, 4, 2) and index.tolist() == [0, 1] and probs.shape == (2, 12, fam.nc + 1)
+    assert angle.shape == (2, 0)  # no classifier weights loaded: not classified
     assert all(torch.equal(a, b) for a, b in zip(chained, manual, strict=True))
 
 
@@ -182,7 +173,8 @@ def test_predict_results_plot_save_and_json(tmp_path: Path) -> None:
     out = r.save(tmp_path / "ocr.png")
     assert out.is_file()
     row = json.loads(r.to_json())[0]
-    assert set(row) == {"text", "confidence", "box_confidence", "polygon", "box"} and len(row["polygon"]) == 4
+    assert set(row) == {"text", "confidence", "box_confidence", "angle", "polygon", "box"} and len(row["polygon"]) == 4
+    assert row["angle"] == 0 and r.texts.angles.tolist() == [0]
     assert m.predict(img, imgsz=64, conf=0.99999)[0].texts.strings == []  # conf: the box threshold
 
 
