@@ -58,7 +58,7 @@ class TextSpec:
     """One text tower: ``vocab_size``, ``width``, ``depth`` blocks, ``heads``, MLP width ``mlp``,
     ``context`` positions, projection ``embed_dim``, MLP ``act`` (``quick_gelu``, ``gelu``,
     ``gelu_new``), LayerNorm ``ln_eps`` and ``eos_token_id`` (None: pool at the argmax id).
-    The defaults are CLIP ViT-B/16's text tower (63.2 M parameters)."""
+    The defaults are CLIP ViT-B/16's text tower (63.43 M parameters, tested equal to transformers)."""
 
     vocab_size: int = 49408
     width: int = 512
@@ -291,3 +291,55 @@ def load_text_tower(folder: str | Path) -> TextTower:
         raise ConfigError(f"'{path / 'config.json'}' is missing or not JSON; the text tower needs the "
                           "checkpoint's config.json (heads, activation, end-of-text id)") from e
     return build_text_tower(_read_weights(path), config, tokenizer)
+
+
+def save_text_tower(tower: TextTower, folder: str | Path) -> Path:
+    """Write ``tower`` as a transformers ``CLIPTextModelWithProjection`` folder (``config.json``,
+    ``model.safetensors``, ``vocab.json``, ``merges.txt``): the inverse of :func:`load_text_tower`,
+    readable by transformers too. Returns the folder.
+
+    Example:
+        >>> import tempfile
+        >>> from libreyolo.models.clip.tokenizer import BOS, EOS
+        >>> vocab = {c: i for i, c in enumerate(["c", "a", "t</w>", "ca", BOS, EOS])}
+        >>> spec = TextSpec(vocab_size=6, width=16, depth=1, heads=2, mlp=32, context=8, embed_dim=4, eos_token_id=5)
+        >>> tower = TextTower(CLIPTokenizer(vocab, [("c", "a")], context=8), TextTransformer(spec))
+        >>> back = load_text_tower(save_text_tower(tower, Path(tempfile.mkdtemp()) / "tiny"))
+        >>> torch.equal(back.embed(["cat"]), tower.embed(["cat"])), back.tokenizer.encode("cat")
+        (True, [4, 3, 2, 5])
+    """
+    from safetensors.torch import save_file
+
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    spec, tok = tower.transformer.spec, tower.tokenizer
+    top = {v: k for k, v in _TOP.items()}
+    layer = {v: k for k, v in _IN_LAYER.items()}
+    sd: dict[str, Tensor] = {}
+    for k, v in tower.transformer.state_dict().items():
+        v = v.detach().float().cpu().contiguous()
+        if k in top:
+            sd[top[k]] = v
+        elif k == "pos_embed":
+            sd["text_model.embeddings.position_embedding.weight"] = v[0].contiguous()
+        else:  # blocks.<i>.<part>.<leaf>
+            _, i, rest = k.split(".", 2)
+            part, leaf = rest.rsplit(".", 1)
+            pre = f"text_model.encoder.layers.{i}."
+            if part == "attn.qkv":
+                for name, chunk in zip(("q", "k", "v"), v.chunk(3, dim=0), strict=True):
+                    sd[f"{pre}self_attn.{name}_proj.{leaf}"] = chunk.contiguous()
+            else:
+                sd[f"{pre}{layer[part]}.{leaf}"] = v
+    save_file(sd, str(path / "model.safetensors"))
+    config = {"model_type": "clip_text_model", "architectures": ["CLIPTextModelWithProjection"],
+              "vocab_size": spec.vocab_size, "hidden_size": spec.width, "intermediate_size": spec.mlp,
+              "num_hidden_layers": spec.depth, "num_attention_heads": spec.heads,
+              "max_position_embeddings": spec.context, "projection_dim": spec.embed_dim, "hidden_act": spec.act,
+              "layer_norm_eps": spec.ln_eps, "bos_token_id": tok.bos_id, "pad_token_id": tok.pad_id,
+              "eos_token_id": LEGACY_EOS if spec.eos_token_id is None else spec.eos_token_id}
+    (path / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    (path / "vocab.json").write_text(json.dumps(tok.vocab, ensure_ascii=False), encoding="utf-8")
+    merges = sorted(tok.ranks, key=tok.ranks.__getitem__)
+    (path / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges), encoding="utf-8")
+    return path

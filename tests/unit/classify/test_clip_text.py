@@ -240,3 +240,37 @@ def test_siglip2_set_classes_says_there_is_no_text_tower() -> None:
     fam = families()["siglip2"](size="t16", nc=2)
     with pytest.raises(ConfigError, match="SentencePiece"):
         fam.set_classes(["cat", "dog"])
+
+
+def test_saved_text_tower_is_a_transformers_checkpoint(tmp_path, tok_dir) -> None:
+    """save_text_tower writes the transformers layout: transformers reads it and embeds alike."""
+    tf = pytest.importorskip("transformers")
+    from libreyolo.models.clip.text import TextSpec, TextTower, TextTransformer, load_text_tower, save_text_tower
+
+    torch.manual_seed(0)
+    tok = CLIPTokenizer.from_folder(tok_dir)
+    net = TextTransformer(TextSpec(vocab_size=len(tok.vocab), width=32, depth=2, heads=2, mlp=64, embed_dim=8,
+                                   eos_token_id=tok.eos_id))
+    _perturb(net)
+    folder = save_text_tower(TextTower(tok, net), tmp_path / "text")
+    ref = tf.CLIPTextModelWithProjection.from_pretrained(str(folder)).eval()
+    ref_tok = tf.CLIPTokenizer.from_pretrained(str(folder))
+    batch = ref_tok(TEXTS, padding=True, truncation=True, max_length=77, return_tensors="pt")
+    back = load_text_tower(folder)
+    assert back.tokenizer.ranks == tok.ranks and back.tokenizer.vocab == tok.vocab
+    with torch.no_grad():
+        want = ref(**batch).text_embeds
+    torch.testing.assert_close(back.embed(TEXTS), want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(back.embed(TEXTS), TextTower(tok, net).embed(TEXTS))
+
+
+def test_base_text_tower_parameter_count_equals_transformers() -> None:
+    tf = pytest.importorskip("transformers")
+    from libreyolo.models.clip.text import TextSpec, TextTransformer, convert_text_state_dict, spec_from
+
+    ref = tf.CLIPTextModelWithProjection(tf.CLIPTextConfig())  # CLIP ViT-B's text tower
+    sd = ref.state_dict()
+    assert spec_from(sd, ref.config.to_dict()) == TextSpec()
+    net = TextTransformer(TextSpec())
+    assert sum(p.numel() for p in net.parameters()) == sum(p.numel() for p in ref.parameters()) == 63_428_096
+    net.load_state_dict(convert_text_state_dict(sd), strict=True)
