@@ -245,7 +245,13 @@ def test_siglip2_set_classes_says_there_is_no_text_tower() -> None:
 def test_saved_text_tower_is_a_transformers_checkpoint(tmp_path, tok_dir) -> None:
     """save_text_tower writes the transformers layout: transformers reads it and embeds alike."""
     tf = pytest.importorskip("transformers")
-    from libreyolo.models.clip.text import TextSpec, TextTower, TextTransformer, load_text_tower, save_text_tower
+    from libreyolo.models.clip.text import (
+        TextSpec,
+        TextTower,
+        TextTransformer,
+        load_text_tower,
+        save_text_tower,
+    )
 
     torch.manual_seed(0)
     tok = CLIPTokenizer.from_folder(tok_dir)
@@ -266,7 +272,12 @@ def test_saved_text_tower_is_a_transformers_checkpoint(tmp_path, tok_dir) -> Non
 
 def test_base_text_tower_parameter_count_equals_transformers() -> None:
     tf = pytest.importorskip("transformers")
-    from libreyolo.models.clip.text import TextSpec, TextTransformer, convert_text_state_dict, spec_from
+    from libreyolo.models.clip.text import (
+        TextSpec,
+        TextTransformer,
+        convert_text_state_dict,
+        spec_from,
+    )
 
     ref = tf.CLIPTextModelWithProjection(tf.CLIPTextConfig())  # CLIP ViT-B's text tower
     sd = ref.state_dict()
