@@ -48,7 +48,7 @@ MODULES = ("libreyolo.model", "libreyolo.convert.build", "libreyolo.engine.resul
            "libreyolo.models.rtmdet_ins.nn", "libreyolo.models.rtmdet_ins.postprocess",
            "libreyolo.models.rtmdet_ins.loss", "libreyolo.models.rtmdet_ins.family", "libreyolo.models._rtmdet.convert",
            "libreyolo.models._vit.towers", "libreyolo.models._vit.zero_shot", "libreyolo.models._vit.tower_convert",
-           "libreyolo.models._vit.text_embeddings",
+           "libreyolo.models._vit.text_embeddings", "libreyolo.models.clip.tokenizer", "libreyolo.models.clip.text",
            "libreyolo.models._yolonas.blocks", "libreyolo.models.yolonas.nn", "libreyolo.models.yolonas.convert",
            "libreyolo.models.yolonas.family",
            "libreyolo.layers.window_attention", "libreyolo.layers.init", "libreyolo.models.swinir.nn", "libreyolo.models.swinir.convert",
@@ -115,6 +115,8 @@ REQUIRED = (
     "libreyolo.training.config.TrainConfig",
     "libreyolo.registry.families", "libreyolo.registry.get_family", "libreyolo.registry.parse_weights_name",
     "libreyolo.bench.run.run_benchmark",
+    "libreyolo.models.clip.tokenizer.CLIPTokenizer", "libreyolo.models.clip.text.TextTower",
+    "libreyolo.models.clip.text.load_text_tower", "libreyolo.models._vit.zero_shot.ZeroShotFamily.set_classes",
 )
 
 # properties shown in their class's example rather than each in its own docstring

@@ -123,8 +123,9 @@ class Block(nn.Module):
     """Pre-norm transformer block: ``x + dp(ls1(attn(norm1(x))))`` then ``x + dp(ls2(mlp(norm2(x))))``;
     ``ls1``/``ls2`` are :class:`LayerScale` when ``layer_scale`` > 0, else identities (no tensors).
     ``ln_eps`` and the MLP activation ``act`` (default exact GELU) are the towers' knobs (CLIP: 1e-5
-    and QuickGELU; SigLIP: tanh GELU). ``qk_norm`` and the ``rope`` of ``forward`` are the attention's options
-    (:class:`~libreyolo.layers.attention.Attention`; Depth Anything 3's later blocks use both)."""
+    and QuickGELU; SigLIP: tanh GELU). ``qk_norm`` and the ``rope`` and ``attn_bias`` of ``forward`` are the attention's options
+    (:class:`~libreyolo.layers.attention.Attention`; Depth Anything 3's later blocks use the first two,
+    CLIP's text tower the additive causal mask)."""
 
     def __init__(self, dim: int, heads: int, mlp_ratio: float, *, drop_path: float, fused_attn: bool,
                  layer_scale: float = 0.0, ln_eps: float = LN_EPS, act: nn.Module | None = None,
@@ -138,8 +139,9 @@ class Block(nn.Module):
         self.ls2 = LayerScale(dim, layer_scale) if layer_scale > 0 else nn.Identity()
         self.drop_path = StochasticDepth(drop_path, "row") if drop_path > 0 else nn.Identity()
 
-    def forward(self, x: Tensor, rope: Callable[[Tensor], Tensor] | None = None) -> Tensor:
-        x = x + self.drop_path(self.ls1(self.attn(self.norm1(x), rope=rope)))
+    def forward(self, x: Tensor, rope: Callable[[Tensor], Tensor] | None = None,
+                attn_bias: Tensor | None = None) -> Tensor:
+        x = x + self.drop_path(self.ls1(self.attn(self.norm1(x), attn_bias=attn_bias, rope=rope)))
         return x + self.drop_path(self.ls2(self.mlp(self.norm2(x))))
 
 

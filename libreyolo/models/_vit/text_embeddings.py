@@ -1,7 +1,10 @@
 """Class text embeddings for the zero-shot towers, computed once with transformers (optional).
 
-The library has no text towers: the class head of ``clip`` / ``siglip2`` holds embeddings the user
-supplies (:meth:`~libreyolo.models._vit.zero_shot.ZeroShotFamily.set_class_embeddings`). When
+The class head of ``clip`` / ``siglip2`` holds embeddings the user supplies
+(:meth:`~libreyolo.models._vit.zero_shot.ZeroShotFamily.set_class_embeddings`) or that a text tower
+of the library makes (:meth:`~libreyolo.models._vit.zero_shot.ZeroShotFamily.set_classes`; CLIP has
+one, :mod:`libreyolo.models.clip.text`, SigLIP 2 none). This module is the transformers route, for
+any contrastive checkpoint (SigLIP 2 included): when
 transformers is installed and a contrastive checkpoint is on disk (a folder with ``config.json``,
 the weights and the tokenizer files: ``CLIPModel`` or ``SiglipModel``), :func:`load_text_tower`
 reads it without network access and :func:`class_text_embeddings` runs its text tower over one

@@ -2,10 +2,14 @@
 
 A subclass declares ``FAMILY``, ``NAME_TOKEN``, ``SIZES`` and ``SPECS`` (size ->
 :class:`~libreyolo.models._vit.towers.TowerSpec`). The class head holds one L2-normalised text
-embedding per class (:meth:`ZeroShotFamily.set_class_embeddings`); text towers are not part of
-the library, so the embeddings come from the user (computed once, e.g. with transformers:
-:mod:`libreyolo.models._vit.text_embeddings`). The head's weights, scale and bias are ordinary
-state-dict entries and the names ride in the checkpoint, so both survive save/load.
+embedding per class (:meth:`ZeroShotFamily.set_class_embeddings`). The embeddings come from the
+user (computed once, e.g. with transformers: :mod:`libreyolo.models._vit.text_embeddings`) or from
+a text tower kept beside the image network (``text_tower``: an object with
+``embed_classes(names, template=...)``, which a family's converter may attach; CLIP's is
+:class:`libreyolo.models.clip.text.TextTower`) through :meth:`ZeroShotFamily.set_classes`. The text
+tower is never part of ``net``: graphs do not capture it and checkpoints do not save it. The head's
+weights, scale and bias are ordinary state-dict entries and the names ride in the checkpoint, so
+both survive save/load.
 
 ``fused_attn`` is off by default for both towers (SPEC K-9: SDPA becomes a default only after a
 byte-exact parity run; SigLIP 2 is named among the flag families, and CLIP is held to the same
@@ -14,7 +18,8 @@ bar although transformers runs SDPA upstream). The flag flips it (``set_arch(fus
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -29,6 +34,11 @@ class ZeroShotFamily(VisionTransformerFamily):
     """Base of the contrastive-tower classify families (module docstring)."""
 
     SPECS: ClassVar[dict[str, TowerSpec]] = {}  # type: ignore[assignment]
+    # how a user gets a text tower for set_classes (the family's own words), and the instance's state
+    TEXT_TOWER_HINT: ClassVar[str] = ("compute one text embedding per class with the matching text tower and call "
+                                      "set_class_embeddings(embeddings, names) (docs/zero-shot.md)")
+    text_tower: Any = None  # set on an instance by the family's converter, or by the user
+    text_tower_reason: str = "no text tower was loaded with this model"
     FUSED_ATTN_DEFAULT: ClassVar[bool] = False  # SPEC K-9 (module docstring)
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
     CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
@@ -92,3 +102,33 @@ class ZeroShotFamily(VisionTransformerFamily):
             self.nc = nc
         body.head.set_embeddings(embeddings, scale=scale, bias=bias)
         self.names = names
+
+    def set_classes(self, names: Sequence[str], *, template: str | Sequence[str] = "a photo of a {}.",
+                    text_tower: Any = None) -> None:
+        """Make the head the zero-shot classifier of class ``names``: each ``template.format(name)``
+        (several templates: their normalised embeddings averaged) is embedded by ``text_tower``
+        (default: the one kept with this model, ``self.text_tower``), then
+        :meth:`set_class_embeddings` (scale and bias unchanged). On a ``LibreYOLO`` model call
+        ``model.invalidate_graphs("class embeddings")`` afterwards.
+
+        Raises:
+            ConfigError: no text tower (the message says how to get one), no names, a bad template.
+
+        Example:
+            >>> from libreyolo.registry import families
+            >>> class Tower:  # stands in for a text tower: one fixed embedding per name
+            ...     def embed_classes(self, names, *, template):
+            ...         return torch.stack([torch.eye(512)[len(template.format(n))] for n in names])
+            >>> fam = families()["clip"](size="t16", nc=2)
+            >>> fam.set_classes(["cat", "horse", "cow"], template="a {}", text_tower=Tower())
+            >>> fam.nc, fam.names[1], int(fam.net.body.head.weight[1].argmax())
+            (3, 'horse', 7)
+        """
+        tower = text_tower if text_tower is not None else self.text_tower
+        if tower is None:
+            raise ConfigError(f"{self.FAMILY} {self.size} has no text tower to embed class names "
+                              f"({self.text_tower_reason}); {self.TEXT_TOWER_HINT}")
+        if isinstance(names, str) or not names or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"set_classes takes a list of non-empty class-name strings, got {names!r}")
+        names = list(names)
+        self.set_class_embeddings(tower.embed_classes(names, template=template), names)

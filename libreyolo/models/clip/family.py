@@ -18,3 +18,7 @@ class CLIP(ZeroShotFamily):
     SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
     SPECS: ClassVar[dict[str, TowerSpec]] = SPECS
     STRIDE: ClassVar[int] = 16  # the patch size
+    TEXT_TOWER_HINT: ClassVar[str] = (
+        "load one with libreyolo.models.clip.text.load_text_tower(folder) and pass text_tower=..., or load the image "
+        "tower from a whole CLIPModel folder (LibreYOLO('folder/model.safetensors') with vocab.json and merges.txt "
+        "beside it), or call set_class_embeddings(embeddings, names) (docs/zero-shot.md)")

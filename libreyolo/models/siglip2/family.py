@@ -18,3 +18,7 @@ class SigLIP2(ZeroShotFamily):
     SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
     SPECS: ClassVar[dict[str, TowerSpec]] = SPECS
     STRIDE: ClassVar[int] = 16  # the patch size
+    TEXT_TOWER_HINT: ClassVar[str] = (
+        "libreyolo has no SigLIP 2 text tower (its Gemma SentencePiece tokenizer is not implemented): compute "
+        "the class embeddings with transformers (libreyolo.models._vit.text_embeddings) and call "
+        "set_class_embeddings(embeddings, names, scale=..., bias=...) (docs/zero-shot.md)")
