@@ -26,12 +26,7 @@ _HEAD_NAME = re.compile(r"(dinov2_vit[sbl]14)_.*_head\.pth")
 
 
 def _state_dict(obj: Any) -> dict[str, torch.Tensor] | None:
-    if not isinstance(obj, dict) or "libreyolo" in obj:
-        return None
-    sd = obj.get("state_dict", obj)
-    if isinstance(sd, dict) and all(k in sd for k in _MARKERS) and all(isinstance(v, torch.Tensor) for v in sd.values()):
-        return sd
-    return None
+    return torchsave.marked_state_dict(obj, _MARKERS)
 
 
 def _load(path: Path) -> Any:

@@ -20,12 +20,7 @@ _MARKERS = ("backbone.stem.0.conv.weight", "bbox_head.rtm_cls.0.weight")
 
 
 def _state_dict(obj: Any) -> dict[str, torch.Tensor] | None:
-    if not isinstance(obj, dict) or "libreyolo" in obj:
-        return None
-    sd = obj.get("state_dict", obj)
-    if isinstance(sd, dict) and all(k in sd for k in _MARKERS) and all(isinstance(v, torch.Tensor) for v in sd.values()):
-        return sd
-    return None
+    return torchsave.marked_state_dict(obj, _MARKERS)
 
 
 def recognise(path: Path) -> bool:

@@ -34,3 +34,24 @@ def recognise(path: Path, markers: Iterable[Iterable[str]], state_dict_of: Calla
         return state_dict_of(load(path)) is not None
     except Exception:  # noqa: BLE001 - unreadable here: not recognised, read_checkpoint says why
         return False
+
+
+def marked_state_dict(obj: Any, markers: Iterable[str], *, under: str = "state_dict") -> dict[str, torch.Tensor] | None:
+    """The state dict in a loaded archive: ``obj[under]`` when ``obj`` has that key, else ``obj``
+    itself, provided it is a dict of tensors holding every key of ``markers``; ``None`` otherwise
+    (a libreyolo checkpoint among them).
+
+    Example:
+        >>> import torch
+        >>> sd = {"a.weight": torch.zeros(1), "b.bias": torch.zeros(1)}
+        >>> marked_state_dict({"meta": {}, "state_dict": sd}, ("a.weight",)) is sd
+        True
+        >>> marked_state_dict(sd, ("c.weight",)) is None
+        True
+    """
+    if not isinstance(obj, dict) or "libreyolo" in obj:
+        return None
+    sd = obj.get(under, obj)
+    if isinstance(sd, dict) and all(k in sd for k in markers) and all(isinstance(v, torch.Tensor) for v in sd.values()):
+        return sd
+    return None

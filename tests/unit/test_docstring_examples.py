@@ -31,7 +31,7 @@ MODULES = ("libreyolo.model", "libreyolo.convert.build", "libreyolo.engine.resul
            "libreyolo.tasks.depth.maps", "libreyolo.tasks.depth.metrics", "libreyolo.tasks.depth.scoring",
            "libreyolo.data.depth", "libreyolo.data.shapes_depth", "libreyolo.models._base.depth",
            "libreyolo.models.depth_anything.nn", "libreyolo.models.depth_anything.convert", "libreyolo.models._vit.taps",
-           "libreyolo.models.dinov2_seg.nn", "libreyolo.models.dinov2_seg.convert", "libreyolo.convert.dinov2_seg",
+           "libreyolo.models.dinov2_seg.nn", "libreyolo.models.dinov2_seg.convert", "libreyolo.convert.dinov2_seg", "libreyolo.convert.torchsave",
            "libreyolo.models._dpt.neck", "libreyolo.models._vit.rope", "libreyolo.models.depth_anything3.nn",
            "libreyolo.models.depth_anything3.convert", "libreyolo.models.depth_anything3.postprocess",
            "libreyolo.ops.points", "libreyolo.tasks.point.metrics", "libreyolo.tasks.point.scoring",
