@@ -8,10 +8,13 @@ detections, equal within 1e-5 relative (fp32); and the loss (the reference's ``l
 same head outputs and objects) within 2e-6 relative per term.
 
 mmdetection needs mmcv, whose compiled ops do not build here, so it is not in the ``ref`` test
-extra and CI skips this file (as ``test_yolox_official.py``). It was run with a private copy:
-the mmdet 3.3.0 wheel and mmengine 0.10.4 (``pip install --no-deps --target``), mmcv's Python
-sources (2.x, ``mmcv/ops`` replaced by a stub that only provides names, version set to 2.1.0) and
-pycocotools / addict / yapf / termcolor / terminaltables / six / shapely, all on ``PYTHONPATH``.
+extra; CI's references step (``.ci/run``) runs this file against a folder built by
+``.ci/mmdet_refs.py``: the mmdet 3.3.0 and mmengine 0.10.7 wheels with pycocotools / addict / yapf /
+termcolor / terminaltables / six / shapely (``pip install --no-deps --target``), and the Python
+package of mmcv 2.1.0's source distribution with ``mmcv/ops`` replaced by a stub that only provides
+names (they raise if called; the NMS is patched below). By hand:
+``.venv/bin/python .ci/mmdet_refs.py DIR`` then ``PYTHONPATH=.:DIR`` for pytest; without
+mmdetection the file skips.
 """
 
 from __future__ import annotations

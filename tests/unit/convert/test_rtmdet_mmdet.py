@@ -1,7 +1,7 @@
-"""rtmdet against mmdetection's own RTMDet detector, when mmdetection imports (CI skips it, see
-``test_rtmdet_ins_mmdet.py`` for how it was run): built from the shipped
-``configs/rtmdet/rtmdet_*_8xb32-300e_coco.py`` (BatchNorm instead of SyncBN, no pretrained
-backbone) with a fixed seed and random BatchNorm statistics, converted with the lineage's
+"""rtmdet against mmdetection's own RTMDet detector, when mmdetection imports (CI's references
+step runs it against the copy ``.ci/mmdet_refs.py`` builds, see ``test_rtmdet_ins_mmdet.py``):
+built from the shipped ``configs/rtmdet/rtmdet_*_8xb32-300e_coco.py`` (BatchNorm instead of
+SyncBN, no pretrained backbone) with a fixed seed and random BatchNorm statistics, converted with the lineage's
 :mod:`libreyolo.models._rtmdet.convert` (BatchNorm eps folded into the weights); class logits and box distances equal within 1e-5 relative."""
 
 from __future__ import annotations
