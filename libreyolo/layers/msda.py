@@ -128,7 +128,10 @@ def level_layout(
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    layout = _build(*key)
+    # normal tensors even when first asked for under inference_mode (a predict): the cache outlives
+    # the call, and a training step's kernel saves these tensors for its backward
+    with torch.inference_mode(False):
+        layout = _build(*key)
     if is_capturing():
         return layout
     with _cache_lock:

@@ -20,6 +20,8 @@ class DINOv2Seg(FusedAttentionOption, SemanticFamily):
     SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
     DEFAULT_IMGSZ: ClassVar[int] = 518  # 37 x 37 patches: the trunk's own grid, no resampling
     STRIDE: ClassVar[int] = 14  # the patch size: inputs are letterboxed to multiples of it
+    # the position embedding is resampled for the traced token grid: an export has a fixed input size
+    EXPORT_DYNAMIC_AXES: ClassVar[tuple[str, ...]] = ("batch",)
     # SPEC K-9: the explicit attention equation until a byte-exact SDPA parity run (as dinov2)
     FUSED_ATTN_DEFAULT: ClassVar[bool] = False
     # The paper trains the linear head on a frozen trunk (40k iterations, ADE20K 512 px crops);

@@ -37,3 +37,16 @@ def test_windowed_vit_trains_after_an_inference_mode_forward(monkeypatch) -> Non
     out = vit(torch.rand(1, 3, 96, 64))[0]
     out.mean().backward()
     assert vit.pos_embed.grad is not None and vit.pos_embed.grad.abs().sum() > 0
+
+
+def test_msda_level_layout_first_made_under_inference_mode_is_not_an_inference_tensor(monkeypatch) -> None:
+    """The same for the deformable-attention level layout (a provider saves its tensors for backward)."""
+    from collections import OrderedDict
+
+    from libreyolo.layers import msda
+
+    monkeypatch.setattr(msda, "_cache", OrderedDict())
+    with torch.inference_mode():
+        layout = msda.level_layout([(5, 7), (3, 4)], device="cpu")
+    assert not layout.spatial_shapes.is_inference() and not layout.level_start_index.is_inference()
+    assert msda.level_layout([(5, 7), (3, 4)], device="cpu") is layout  # the cached one
