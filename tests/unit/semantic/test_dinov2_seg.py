@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from _steps import loss_history
 
 from libreyolo import SAMPLE_IMAGE, LibreYOLO
-from libreyolo.data.semantic import SemanticDataset, collate_semantic, load_semantic_data
 from libreyolo.data.shapes_sem import ensure_shapes_sem_dataset
 from libreyolo.errors import CheckpointError
 from libreyolo.kernels.attention import fused_attention_modules
@@ -103,21 +103,7 @@ def test_weights_name_predict_and_fused_attention_default() -> None:
 
 
 def test_the_loss_falls_over_a_few_steps(data: Path) -> None:
-    cfg = load_semantic_data(data)
-    ds = SemanticDataset(cfg.train, imgsz=56, nc=cfg.nc, augment=False)
-    batch = collate_semantic([ds[i] for i in range(len(ds))])
-    torch.manual_seed(0)
-    model = LibreYOLO("LibreDINOv2segs14-sem.pt", pretrained=False, nc=cfg.nc)
-    net, criterion = model.net.train(), model.build_criterion()
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
-    x = batch["img"].float() / 255
-    losses = []
-    for _ in range(6):
-        loss, items = criterion(net(x), batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(items))
+    losses = loss_history("LibreDINOv2segs14-sem.pt", data, imgsz=56, augment=False)
     assert losses[-1] < 0.8 * losses[0], losses
 
 
