@@ -11,7 +11,9 @@ Every results file a benchmark writes goes through :func:`write_result`::
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
 import json
 import math
 import os
@@ -141,6 +143,21 @@ def validate_result(obj: Any) -> list[str]:
     if unknown:
         problems.append(f"unknown top-level keys {sorted(unknown)} (put them under numbers or extra)")
     return problems
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """Hold an exclusive lock on ``<path>.lock`` (the runner's lanes can finish two parity runs at
+    once; each reads the committed matrix, adds its rows and writes it back under this lock, so
+    neither drops the other's rows)."""
+    lock = Path(str(path) + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def write_json(path: Path, obj: Any) -> None:

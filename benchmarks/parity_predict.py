@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from benchmarks._common import file_lock
     from libreyolo.graphs.parity import (
         environment,
         expected_flag,
@@ -66,14 +67,15 @@ def main(argv: list[str] | None = None) -> int:
                       device="cuda", seed=args.seed, fuse=not args.no_fuse,
                       arch=json.loads(args.arch) if args.arch else None)
     env = environment(commit=args.commit)
-    docs = [{"environment": env, "rows": rows}]  # each row names the run that produced it
-    if args.merge is not None and args.merge.is_file():
-        docs.insert(0, json.loads(args.merge.read_text()))
-    rows = merge_rows(docs, key=row_key)
     settings = {"imgsz": args.imgsz, "batch": args.batch, "seed": args.seed, "fuse": not args.no_fuse,
                 "probes": ["uniform", "image"], "dtypes": split(args.dtypes)}
     jp, mp = args.out / "cuda-graph-parity.json", args.out / "cuda-graph-parity.md"
-    write_matrix(rows, env=env, settings=settings, json_path=jp, md_path=mp)
+    with file_lock(jp):  # the runner's lanes may merge into the same matrix at the same moment
+        docs = [{"environment": env, "rows": rows}]  # each row names the run that produced it
+        if args.merge is not None and args.merge.is_file():
+            docs.insert(0, json.loads(args.merge.read_text()))
+        rows = merge_rows(docs, key=row_key)
+        write_matrix(rows, env=env, settings=settings, json_path=jp, md_path=mp)
 
     print(f"\n{env['gpu']} · torch {env['torch']} · {len(rows)} rows in {time.perf_counter() - t0:.0f} s")
     print(f"{'family':<14}{'task':<9}{'size':<6}{'dtype':<10}{'result':<8}capture ms / error")

@@ -39,7 +39,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a file: the repository root makes `benchmarks` importable
     sys.path.insert(0, str(ROOT))
-from benchmarks._common import md_table, stamp, write_json  # noqa: E402
+from benchmarks._common import file_lock, md_table, stamp, write_json  # noqa: E402
 
 
 def synthetic_batch(*, batch: int, imgsz: int, nc: int, seed: int, device: torch.device) -> dict[str, Any]:
@@ -276,12 +276,13 @@ def main() -> None:
     for r in rows:
         r.setdefault("commit", env["commit"])
         r.setdefault("date", env["date"])
-    docs = [json.loads(p.read_text()) for p in ([args.merge] if args.merge is not None else [])]
-    docs += [json.loads(p.read_text()) for p in args.combine]
-    if rows or not docs:
-        docs.append({"environment": env, "rows": rows})
-    result = combine(docs)
-    write_outputs(result, [args.out] + ([args.docs] if args.docs else []))
+    with file_lock(args.out / "cuda-graph-training-parity.json"):
+        docs = [json.loads(p.read_text()) for p in ([args.merge] if args.merge is not None else [])]
+        docs += [json.loads(p.read_text()) for p in args.combine]
+        if rows or not docs:
+            docs.append({"environment": env, "rows": rows})
+        result = combine(docs)
+        write_outputs(result, [args.out] + ([args.docs] if args.docs else []))
     print(render_markdown(result))
 
 

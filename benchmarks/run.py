@@ -5,6 +5,8 @@
     python3 benchmarks/run.py 'parity_*' --owed --machine nvidia-h200 --budget-s 540 --out /tmp/res
     python3 benchmarks/run.py 'gpu_tests_ddp' bench_ddp 'bench_train*' --gpus 0,1 \\
         --commit <sha> --pack-to $OUT/results.tgz                      # two-GPU machine, one lane per GPU
+    python3 benchmarks/run.py 'parity_*' --owed --gpus 0,0,0,0 --budget-s 540 --clamp 60 \\
+        --out /tmp/res                 # four lanes on one GPU (correctness only), cut at the budget's end
 
 Entries run in the order given (globs expand in manifest order), each under its ``timeout_s``
 (stopped with its process group; rc 124 as with ``timeout``), output to ``DIR/<name>.log``; after
@@ -81,14 +83,24 @@ class Budget:
     ``timeout_s`` still fits, so a session's call returns, with its summary, before the machine's
     limit cuts it off. Entries that do not fit are recorded as skipped, not run."""
 
-    def __init__(self, seconds: float | None) -> None:
-        self.seconds, self.t0 = seconds, time.monotonic()
+    def __init__(self, seconds: float | None, *, clamp_min_s: float | None = None) -> None:
+        self.seconds, self.t0, self.clamp_min_s = seconds, time.monotonic(), clamp_min_s
 
     def left(self) -> float:
         return float("inf") if self.seconds is None else self.seconds - (time.monotonic() - self.t0)
 
     def fits(self, entry: dict[str, Any]) -> bool:
-        return float(entry.get("timeout_s") or 0) <= self.left()
+        need = float(entry.get("timeout_s") or 0)
+        if self.clamp_min_s is not None:  # --clamp: start with at least this much left, cut at the budget's end
+            need = min(need, self.clamp_min_s)
+        return need <= self.left()
+
+    def limit(self, entry: dict[str, Any]) -> float | None:
+        """The time limit an entry runs under: its ``timeout_s``, with --clamp no later than the budget's end."""
+        own = entry.get("timeout_s")
+        if self.clamp_min_s is None or self.seconds is None:
+            return own
+        return min(float(own), self.left()) if own else self.left()
 
 
 def out_folder(command: str) -> Path | None:
@@ -136,10 +148,14 @@ def prepare_env(log_dir: Path, commit: str, *, wheels: bool = True) -> dict[str,
 
 
 def run_entry(name: str, entry: dict[str, Any], *, log_dir: Path, env: dict[str, str],
-              cuda_devices: str | None) -> dict[str, Any]:
-    """Run one entry's command under its time limit; returns its summary record."""
+              cuda_devices: str | None, limit_s: float | None = None) -> dict[str, Any]:
+    """Run one entry's command under its time limit (``limit_s``, default its ``timeout_s``);
+    returns its summary record."""
+    limit = entry.get("timeout_s") if limit_s is None else limit_s
     rec: dict[str, Any] = {"name": name, "command": entry["command"], "timeout_s": entry.get("timeout_s"),
                            "log": f"{name}.log", "cuda_visible_devices": cuda_devices}
+    if limit != entry.get("timeout_s"):
+        rec["limit_s"] = round(float(limit), 1)
     script = ROOT / entry["script"]
     if not script.exists():
         return {**rec, "rc": None, "seconds": 0.0, "error": f"{entry['script']} does not exist (pending?)"}
@@ -154,7 +170,7 @@ def run_entry(name: str, entry: dict[str, Any], *, log_dir: Path, env: dict[str,
         proc = subprocess.Popen(argv, cwd=ROOT, env=run_env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         try:
-            rc = proc.wait(timeout=entry.get("timeout_s"))
+            rc = proc.wait(timeout=limit)
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out, rc = True, 124
@@ -214,7 +230,8 @@ def run_all(names: list[str], entries: dict[str, Any], *, log_dir: Path, env: di
         if not budget.fits(entries[n]):
             summary.add(_skipped(n, entries[n], budget))
             return
-        summary.add(run_entry(n, entries[n], log_dir=log_dir, env=env, cuda_devices=devices))
+        summary.add(run_entry(n, entries[n], log_dir=log_dir, env=env, cuda_devices=devices,
+                              limit_s=budget.limit(entries[n])))
 
     if not gpus:
         for n in names:
@@ -289,7 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--owed", action="store_true", help="keep only entries without committed results (results: [])")
     ap.add_argument("--budget-s", type=float, default=None,
                     help="overall seconds: start an entry only while its timeout_s still fits")
-    ap.add_argument("--gpus", default=None, help="comma list of GPU ids: one lane per GPU")
+    ap.add_argument("--clamp", type=float, default=None, metavar="MIN_S",
+                    help="with --budget-s: start an entry while MIN_S (or its timeout_s, if less) is left "
+                         "and stop it at the budget's end (recorded as timed out)")
+    ap.add_argument("--gpus", default=None, help="comma list of GPU ids: one lane per GPU (a repeated id: "
+                    "several lanes share that GPU; for correctness runs only, never timings)")
     ap.add_argument("--commit", default=None, help="commit recorded in the results (default: see above)")
     ap.add_argument("--no-wheels", action="store_true", help="do not install the carried wheels of .whl/")
     ap.add_argument("--pack-to", type=Path, default=None, help="afterwards, pack logs and results into this .tgz")
@@ -307,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     gpus = [g for g in (args.gpus or "").split(",") if g]
     try:
         run_all(names, entries, log_dir=args.out, env=env, gpus=gpus or None, summary=summary,
-                budget=Budget(args.budget_s))
+                budget=Budget(args.budget_s, clamp_min_s=args.clamp))
     finally:
         if args.pack_to is not None:
             folders = sorted({f for f in (out_folder(entries[n]["command"]) for n in names) if f is not None})

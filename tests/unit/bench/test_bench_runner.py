@@ -59,7 +59,7 @@ def test_missing_script_is_reported_not_run(tmp_path: Path):
 def test_lanes_run_wide_entries_alone_then_share_a_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     seen: list[tuple[str, str | None]] = []
 
-    def fake(name, entry, *, log_dir, env, cuda_devices):
+    def fake(name, entry, *, log_dir, env, cuda_devices, limit_s=None):
         seen.append((name, cuda_devices))
         return {"name": name, "rc": 0, "seconds": 0.0}
 
@@ -149,3 +149,30 @@ def test_budget_skips_entries_whose_limit_no_longer_fits(tmp_path: Path):
     assert recs["quick"]["rc"] == 0 and not recs["quick"].get("skipped")
     assert recs["long"]["skipped"] is True and recs["long"]["rc"] is None and "budget" in recs["long"]["error"]
     assert not (tmp_path / "long.log").exists()  # never started
+
+
+def test_clamp_starts_a_long_entry_and_stops_it_at_the_budgets_end(tmp_path: Path):
+    entries = {"quick": {**ENTRIES["bench_a"], "timeout_s": 5},
+               "long": {**ENTRIES["slow"], "timeout_s": 600},
+               "late": {**ENTRIES["bench_a"], "timeout_s": 600}}
+    summary = run.Summary(tmp_path / "summary.json", commit="abc", names=list(entries))
+    t0 = time.monotonic()
+    run.run_all(list(entries), entries, log_dir=tmp_path, env={"PATH": ""}, gpus=None, summary=summary,
+                budget=run.Budget(4, clamp_min_s=2))
+    assert time.monotonic() - t0 < 30
+    recs = {r["name"]: r for r in json.loads((tmp_path / "summary.json").read_text())["entries"]}
+    assert recs["quick"]["rc"] == 0
+    assert recs["long"]["rc"] == 124 and recs["long"]["timed_out"] and recs["long"]["limit_s"] < 4
+    assert recs["late"]["skipped"] is True  # less than clamp_min_s was left when its turn came
+
+
+def test_lanes_may_share_one_gpu(tmp_path: Path):
+    entries = {f"e{i}": {**ENTRIES["bench_a"], "command": "python3 -c \"import time; time.sleep(1)\""}
+               for i in range(4)}
+    summary = run.Summary(tmp_path / "summary.json", commit="abc", names=list(entries))
+    t0 = time.monotonic()
+    run.run_all(list(entries), entries, log_dir=tmp_path, env={"PATH": ""}, gpus=["0", "0"], summary=summary)
+    recs = json.loads((tmp_path / "summary.json").read_text())["entries"]
+    assert sorted(r["name"] for r in recs) == list(entries) and all(r["rc"] == 0 for r in recs)
+    assert {r["cuda_visible_devices"] for r in recs} == {"0"}
+    assert time.monotonic() - t0 < 3.9  # two lanes: about 2 s, not 4
