@@ -16,6 +16,7 @@ import datetime as _dt
 import json
 import logging
 import math
+import os as _os
 import platform
 import subprocess
 from collections.abc import Callable
@@ -291,7 +292,9 @@ def run_matrix(*, families: list[str] | None = None, sizes: list[str] | None = N
 
 
 def environment(*, commit: str | None = None) -> dict[str, Any]:
-    """Torch/CUDA/GPU versions, date and commit for the matrix header."""
+    """Torch/CUDA/GPU versions, date and commit for the matrix header. The commit: ``commit``, else
+    ``$LIBREYOLO_COMMIT`` (benchmarks/run.py sets it: the GPU machine's copy of the tree can carry a
+    stale ``.git`` whose HEAD is not the commit that was sent), else git's HEAD."""
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     return {
         "torch": torch.__version__,
@@ -301,7 +304,7 @@ def environment(*, commit: str | None = None) -> dict[str, Any]:
         "gpu": gpu,
         "python": platform.python_version(),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "commit": commit or git_commit(),
+        "commit": commit or _os.environ.get("LIBREYOLO_COMMIT") or git_commit(),
     }
 
 

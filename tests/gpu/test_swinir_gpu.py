@@ -58,7 +58,19 @@ def test_fused_attention_against_the_equation(amp: torch.dtype | None) -> None:
         model.set_arch(fused_attn=None)
     diff = float((got - want).abs().max())
     print(f"swinir light_x2 {amp or 'float32'}: SDPA byte-exact={torch.equal(got, want)}, max |diff| {diff:.3g}")
-    assert diff < (1e-4 if amp is None else 2e-2)
+    if amp is not None:
+        assert diff < 2e-2
+        return
+    # float32: both paths round differently (SDPA's kernels accumulate in their own order; on the
+    # H200 the light_x2 output differed by 4.2e-4 from the equation): each is held to the float64
+    # equation, and the fused path may not be much further from it than the equation in float32
+    with torch.no_grad():
+        exact = net.double()(x.double())
+    net.float()
+    err_eq, err_fused = float((want.double() - exact).abs().max()), float((got.double() - exact).abs().max())
+    print(f"  vs float64: equation {err_eq:.3g}, fused {err_fused:.3g}")
+    assert err_fused <= max(4 * err_eq, 1e-5), (err_fused, err_eq)
+    assert err_fused < 5e-3
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -73,3 +73,13 @@ def test_a_failing_architecture_variant_is_refused_at_run_time(name, size, arch)
     assert why, f"{name} {size} {dict(arch)} fails its parity rows but is not refused"
     with pytest.raises(NotImplementedError, match="does not support CUDA graphs"):
         PredictGraphs(model).run(torch.zeros(1, 3, 32, 32), policy=True)
+
+
+def test_matrix_environment_names_the_commit_the_runner_sent(monkeypatch):
+    from libreyolo.graphs.parity import environment
+
+    monkeypatch.setenv("LIBREYOLO_COMMIT", "abc1234")
+    assert environment()["commit"] == "abc1234"
+    assert environment(commit="def5678")["commit"] == "def5678"
+    monkeypatch.delenv("LIBREYOLO_COMMIT")
+    assert environment()["commit"] not in ("", "abc1234")

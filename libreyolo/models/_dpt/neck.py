@@ -53,10 +53,11 @@ def uv_embed(h: int, w: int, c: int, *, aspect: float, dtype: torch.dtype, devic
 
 
 def add_uv_embed(x: Tensor, aspect: float) -> Tensor:
-    """``x + 0.1 * uv_embed`` for a map Tensor[B, C, h, w] (``aspect`` = image width / height)."""
+    """``x + 0.1 * uv_embed`` for a map Tensor[B, C, h, w] (``aspect`` = image width / height), in
+    ``x``'s dtype (the embedding is computed in float32 and cast: a half-precision twin stays half)."""
     h, w = int(x.shape[-2]), int(x.shape[-1])
     pe = uv_embed(h, w, int(x.shape[1]), aspect=aspect, dtype=x.dtype, device=x.device) * UV_RATIO
-    return x + pe[None].expand(x.shape[0], -1, -1, -1)
+    return x + pe.to(x.dtype)[None].expand(x.shape[0], -1, -1, -1)
 
 
 class Reassemble(nn.Module):

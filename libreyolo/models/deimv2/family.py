@@ -21,11 +21,8 @@ class DEIMv2(FDRFamily):
     DEFAULT_IMGSZ: ClassVar[int] = 320  # atto's evaluation size (femto: 416)
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("mal", "l1", "giou", "fgl", "ddf")
 
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = ("no GPU parity run yet (benchmarks/manifest.yaml: parity_predict_deimv2); "
-                                        "the seam is D-FINE's (backbone+encoder, decoder)")
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no GPU training-capture parity run yet (manifest: parity_train_deimv2)"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
 
     # Reference recipe (deimv2_hgnetv2_atto_coco.yml: AdamW lr 2e-3, backbone 1e-3, weight decay 1e-4), fp32.
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {

@@ -80,7 +80,10 @@ def box_sine_embedding(boxes: Tensor, dim: int = 128, *, temperature: float = 10
     """
     dim_t = torch.arange(dim, dtype=torch.float32, device=boxes.device)
     dim_t = temperature ** (2 * torch.div(dim_t, 2, rounding_mode="floor") / dim)
-    p = boxes.float()[..., (1, 0, 2, 3)] * (2 * math.pi)
+    b = boxes.float()
+    # y, x, w, h by slicing (an index tuple would be a host tensor copied to the device on every
+    # call: not allowed inside a CUDA-graph capture)
+    p = torch.cat((b[..., 1:2], b[..., 0:1], b[..., 2:4]), dim=-1) * (2 * math.pi)
     p = p[..., None] / dim_t  # (..., 4, dim)
     emb = torch.stack((p[..., 0::2].sin(), p[..., 1::2].cos()), dim=-1).flatten(-2)
     return emb.flatten(-2).to(boxes.dtype)

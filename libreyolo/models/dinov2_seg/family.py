@@ -16,6 +16,7 @@ from .nn import SPECS
 
 class DINOv2Seg(FusedAttentionOption, SemanticFamily):
     FAMILY: ClassVar[str] = "dinov2_seg"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     NAME_TOKEN: ClassVar[str] = "DINOv2seg"  # LibreDINOv2seg<size>-sem.pt
     SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
     DEFAULT_IMGSZ: ClassVar[int] = 518  # 37 x 37 patches: the trunk's own grid, no resampling

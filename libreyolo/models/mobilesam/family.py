@@ -15,6 +15,7 @@ PARAMS_M: dict[str, tuple[float, float]] = {"vit_t": (9.66, 5.78)}
 
 class MobileSAM(SamFamily):
     FAMILY: ClassVar[str] = "mobilesam"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     NAME_TOKEN: ClassVar[str] = "MobileSAM"  # LibreMobileSAM<size>-prompt.pt
     SIZES: ClassVar[tuple[str, ...]] = ("vit_t",)
 

@@ -23,10 +23,9 @@ class RTDETRv4(FDRFamily):
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("mal", "l1", "giou", "fgl", "ddf")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = ("no GPU parity run yet (benchmarks/manifest.yaml: parity_predict_rtdetrv4); "
-                                        "the seam is D-FINE's (backbone+encoder, decoder)")
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no GPU training-capture parity run yet (manifest: parity_train_rtdetrv4)"
+    CUDA_GRAPH_REASON: ClassVar[str] = ("docs/cuda-graph-parity.json (e1c602a): the s size's float16 captured-decode "
+                                        "row fails its vacuity check (both probes gave the same candidates)")
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
 
     # Reference recipe (rtv4_hgnetv2_s_coco.yml: AdamW lr 4e-4, backbone 2e-4, weight decay 1e-4), fp32.
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {

@@ -35,10 +35,8 @@ class RTMDetIns(DenseFamily):
     MASK_FEAT_STRIDE: ClassVar[int] = 8  # the last output's stride (prototype families: 4)
     MASK_DET_COLUMNS: ClassVar[int] = 3 + 169  # columns after the 6 box columns (prototype families: nm)
     DECODE_TOPK: ClassVar[int] = 0  # no captured decode: the kernels travel with the eager NMS
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:

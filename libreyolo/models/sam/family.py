@@ -13,6 +13,7 @@ from .variants import VARIANTS
 
 class SAM(SamFamily):
     FAMILY: ClassVar[str] = "sam"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     NAME_TOKEN: ClassVar[str] = "SAM"  # LibreSAM<size>-prompt.pt
     SIZES: ClassVar[tuple[str, ...]] = tuple(VARIANTS)  # tiny first: the contract tests' smallest size
 

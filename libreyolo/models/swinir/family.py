@@ -18,6 +18,7 @@ class SwinIR(FusedAttentionOption, RestoreFamily):
     parity run); ``model.arch`` is ``{"fused_attn": True}`` with it on in every layer."""
 
     FAMILY: ClassVar[str] = "swinir"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (58331d9: every row bitwise)
     NAME_TOKEN: ClassVar[str] = "SwinIR"  # LibreSwinIR<size>-restore.pt
     SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)

@@ -48,6 +48,8 @@ class YOLO1(Family):
     """
 
     FAMILY: ClassVar[str] = "yolo1"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     NAME_TOKEN: ClassVar[str] = "YOLO1"
     TASKS: ClassVar[tuple[str, ...]] = ("detect",)
     SIZES: ClassVar[tuple[str, ...]] = SIZES
@@ -58,8 +60,6 @@ class YOLO1(Family):
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("coord", "obj", "noobj", "cls")
     TRAIN_DEFAULTS = _TrainDefaults()  # type: ignore[assignment]
     DECODE_TOPK: ClassVar[int] = 1000
-    CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet (benchmarks/manifest.yaml lists it)"
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded yet"
 
     def __init__(self, *, size: str, task: str | None = None, nc: int = 80,
                  names: dict[int, str] | list[str] | None = None, imgsz: int | None = None,

@@ -16,6 +16,8 @@ class YOLO2(DarknetFamily):
     ``thresh``)."""
 
     FAMILY: ClassVar[str] = "yolo2"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     NAME_TOKEN: ClassVar[str] = "YOLO2"
     SIZES: ClassVar[tuple[str, ...]] = SIZES
     DEFAULT_IMGSZ: ClassVar[int] = IMGSZ

@@ -16,6 +16,7 @@ class YOLO3(DarknetFamily):
     best-anchor assignment with the 0.5 ignore threshold (see ``README.md``)."""
 
     FAMILY: ClassVar[str] = "yolo3"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     NAME_TOKEN: ClassVar[str] = "YOLO3"
     SIZES: ClassVar[tuple[str, ...]] = SIZES
     OUTPUT_NAMES = OutputNames(("raw_p4", "raw_p5"))  # type: ignore[assignment]  # the first size (tiny): 2 levels

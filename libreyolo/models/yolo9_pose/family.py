@@ -23,8 +23,7 @@ class YOLO9Pose(GELANFamily):
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p3", "raw_p4", "raw_p5")
     DECODE_TOPK: ClassVar[int] = 0  # no captured decode: the keypoints travel with the eager NMS
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (58331d9: every row bitwise)
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded yet"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str, box_groups: int = 4, nkpt: int = NKPT,

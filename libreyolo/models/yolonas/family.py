@@ -22,13 +22,13 @@ class YOLONAS(DenseFamily):
     """
 
     FAMILY: ClassVar[str] = "yolonas"
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     NAME_TOKEN: ClassVar[str] = "YOLONAS"
     SIZES: ClassVar[tuple[str, ...]] = ("s", "m", "l")
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "cls", "dfl")
     DECODE_TOPK: ClassVar[int] = 1000  # upstream's num_pre_nms_predictions
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (58331d9: every row bitwise)
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no parity run yet (training parity rows pending on a GPU)"
     # With randomised BatchNorm statistics the untrained probe model's output barely depends on its
     # input (largest difference between the two parity probes 3e-3 for s at 320 px, below fp16's
     # resolution at the outputs' magnitude); calibrated statistics give differences of 3 (s) to 24 (l).

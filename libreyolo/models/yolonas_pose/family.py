@@ -33,10 +33,8 @@ class YOLONASPose(DenseFamily):
     SIZES: ClassVar[tuple[str, ...]] = ("n", "s", "m", "l")
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "pose", "kobj", "cls", "dfl")
     DECODE_TOPK: ClassVar[int] = 0  # no captured decode: the keypoints travel with the eager NMS
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = "no parity run yet (prediction parity rows pending on a GPU)"
-    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
-    TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no parity run yet (training parity rows pending on a GPU)"
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
+    SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     # Taken from YOLO-NAS (the same trunk), not measured for this family: with randomised BatchNorm
     # statistics YOLO-NAS' untrained probe output barely depends on its input, so the probes calibrate them.
     PARITY_NORM_STATS: ClassVar[str] = "calibrated"

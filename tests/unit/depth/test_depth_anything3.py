@@ -170,3 +170,16 @@ def test_fused_attention_flag_is_off_by_default_and_flips(model) -> None:
         finally:
             model.set_arch(fused_attn=None)
     assert model.arch == {}
+
+
+@pytest.mark.parametrize("dual", [False, True])
+def test_half_precision_twin_stays_in_its_dtype(dual: bool) -> None:
+    """A twin cast to half precision (predict's ``half=True``; bfloat16 on the CPU) runs end to end
+    in that dtype: the UV embedding of the any-view sizes (dual) is computed in float32 and must be
+    cast back, or the next convolution gets float32 input against half weights (the GPU parity
+    run of 2026-12-03 failed this way for the s and b sizes)."""
+    net = _tiny(dual=dual).to(torch.bfloat16)
+    with torch.no_grad():
+        depth, aux = net(torch.rand(1, 3, 42, 56, dtype=torch.bfloat16))
+    assert depth.dtype == aux.dtype == torch.bfloat16
+    assert torch.isfinite(depth.float()).all()

@@ -190,3 +190,34 @@ def test_weights_names_and_declarations() -> None:
 
 def test_predict_train_val_on_shapes(tmp_path: Path) -> None:
     check_predict_train_val_on_shapes(lambda: _tiny_model(nc=6), tmp_path)  # 6 classes: no rebuild
+
+
+def test_box_sine_embedding_orders_y_x_w_h_without_advanced_indexing() -> None:
+    """The embedding of (cx, cy, w, h) puts the y block first, then x, w, h, and builds that order
+    by slicing: an index tuple makes a host tensor that is copied to the device on every call,
+    which a CUDA-graph capture refuses (the GPU run of 2026-12-03 failed DINO, LW-DETR and RF-DETR
+    capture this way)."""
+    import math
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from libreyolo.models.dino_detr.nn import box_sine_embedding
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    boxes = torch.rand(2, 5, 4)
+    with Ops() as ops:
+        emb = box_sine_embedding(boxes, dim=8)
+    assert not [n for n in ops.names if "index" in n or "lift_fresh" in n], ops.names
+    dim_t = 10000.0 ** (2 * (torch.arange(8) // 2).float() / 8)
+    for block, coord in enumerate((1, 0, 2, 3)):  # y, x, w, h
+        p = boxes[..., coord, None] * (2 * math.pi) / dim_t
+        want = torch.stack((p[..., 0::2].sin(), p[..., 1::2].cos()), dim=-1).flatten(-2)
+        assert torch.allclose(emb[..., block * 8:(block + 1) * 8], want, atol=1e-6)
