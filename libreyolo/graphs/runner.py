@@ -188,6 +188,7 @@ class GraphEntry:
     capture_ms: float
     replays: int = 0
     sentinel: tuple[Any, ...] = field(default=())
+    bias_act: bool = False  # captured with the fused conv epilogue (layers.conv.graph_bias_act)
 
     def info(self) -> dict[str, Any]:
         stages = [
@@ -196,6 +197,7 @@ class GraphEntry:
             for s in self.steps
         ]
         return {"shape": list(self.key.shape), "dtype": self.key.dtype, "input_dtype": self.key.input_dtype,
+                "bias_act": self.bias_act,
                 "device": self.key.device, "head": self.key.head, "replays": self.replays, "capture_ms": round(self.capture_ms, 3),
                 "warmup_ms": round(self.warmup_ms, 3), "stages": stages}
 
@@ -220,13 +222,17 @@ def _sentinel_stale(sentinel: tuple[Any, ...], net: torch.nn.Module) -> bool:
 
 
 def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: torch.dtype | None,
-                   pool: Any, stream: Any, warmup: int) -> tuple[GraphEntry, Any]:
+                   pool: Any, stream: Any, warmup: int, bias_act: bool = False) -> tuple[GraphEntry, Any]:
     """Warm up, then capture each capturable stage; returns the entry and the output for ``x``.
 
     x (Tensor[B, 3, H, W] on CUDA): the batch whose output is returned (one replay per stage).
+    ``bias_act``: warm up and capture with the fused conv epilogue
+    (:func:`~libreyolo.layers.conv.graph_bias_act`); the eager stages of replays use it too.
     """
+    from ..layers.conv import graph_bias_act
+
     device = x.device
-    with torch.cuda.device(device), torch.inference_mode(), autocast(device, amp_dtype):
+    with torch.cuda.device(device), torch.inference_mode(), autocast(device, amp_dtype), graph_bias_act(bias_act):
         t0 = time.perf_counter()
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
@@ -261,12 +267,18 @@ def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: 
         out_leaves, out_spec = flatten(val)
         out = unflatten(out_spec, [t.clone() for t in out_leaves])
     capture_ms = sum(s.capture_ms for s in steps if isinstance(s, CapturedStage))
-    return GraphEntry(key=key, steps=steps, warmup_ms=warmup_ms, capture_ms=capture_ms), out
+    return GraphEntry(key=key, steps=steps, warmup_ms=warmup_ms, capture_ms=capture_ms, bias_act=bias_act), out
 
 
 def _replay_entry(entry: GraphEntry, x: Tensor, amp_dtype: torch.dtype | None) -> Any:
     """Copy in, replay each captured stage (eager stages in between), copy out. Caller holds the lock."""
-    with torch.inference_mode(), autocast(x.device, amp_dtype):
+    from contextlib import nullcontext
+
+    from ..layers.conv import graph_bias_act
+
+    eager_act = graph_bias_act(True) if entry.bias_act and any(isinstance(s, Stage) for s in entry.steps) \
+        else nullcontext()
+    with torch.inference_mode(), autocast(x.device, amp_dtype), eager_act:
         val: Any = x
         for step in entry.steps:
             if isinstance(step, Stage):
@@ -482,7 +494,8 @@ class PredictGraphs:
         caller_stream = torch.cuda.current_stream(x.device) if x.is_cuda else None
         try:
             entry, out = _capture_entry(stages, x, key, amp_dtype=amp_dtype, pool=self._pools[dev],
-                                        stream=self._streams[dev], warmup=self.warmup)
+                                        stream=self._streams[dev], warmup=self.warmup,
+                                        bias_act=bool(getattr(model, "GRAPH_BIAS_ACT", False)))
         except RuntimeError as e:
             self._pools.pop(dev, None)  # a failed capture may leave the pool half-used
             recover_after_failed_capture(x.device, stream=caller_stream)

@@ -16,8 +16,9 @@ fp8_gemm           none (K-6: callers keep their path)    kernels.quant.execute 
 =================  =====================================  ==========================================
 
 Weight *packing* is not a slot: it is the checkpoint contract and has no variants.
-The attention slot (``ms_deform_attn``) is declared by ``libreyolo.kernels.attention``, which
-:func:`declare` imports (a registry entry only: no provider, Triton or CUDA is touched).
+The attention slot (``ms_deform_attn``) is declared by ``libreyolo.kernels.attention`` and the
+fused convolution epilogue (``bias_act``) by ``libreyolo.kernels.conv_act``; :func:`declare`
+imports both (registry entries only: no provider, Triton or CUDA is touched).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def declare() -> None:
     define_slot("unpack_weights", reference=_unpack_weights, providers=(EXECUTE,))
     define_slot("fp8_gemm", providers=(EXECUTE,))
     from . import attention  # noqa: F401 - declares ms_deform_attn
+    from . import conv_act  # noqa: F401 - declares bias_act
 
 
 declare()

@@ -8,7 +8,10 @@ outputs within float tolerance, same shapes) but cannot train its BatchNorm any 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -88,6 +91,43 @@ def _observed(m: nn.Module) -> bool:
                 or _mod._global_forward_pre_hooks)
 
 
+_GRAPH_BIAS_ACT = threading.local()
+
+
+@contextlib.contextmanager
+def graph_bias_act(enabled: bool = True) -> Iterator[None]:
+    """While open (on this thread), a fused ``Conv2d`` with bias followed by SiLU runs its bias
+    add and SiLU as one kernel (the ``bias_act`` slot, :mod:`libreyolo.kernels.conv_act`) instead
+    of ATen's two, on CUDA inputs outside autograd. The prediction graph runner opens it around
+    warm-up and capture of a family with ``GRAPH_BIAS_ACT``: the captured replay then has one
+    kernel less per such pair, while eager calls (where a Triton launch costs more host time than
+    it saves) keep ATen's. The provider computes what ATen computes bit for bit (its GPU tests
+    check it), so the replay still equals the eager forward.
+
+    Example:
+        >>> with graph_bias_act():
+        ...     y = ConvBNAct(3, 4)(torch.zeros(1, 3, 8, 8))  # CPU, unfused: nothing changes
+    """
+    before = getattr(_GRAPH_BIAS_ACT, "on", False)
+    _GRAPH_BIAS_ACT.on = bool(enabled)
+    try:
+        yield
+    finally:
+        _GRAPH_BIAS_ACT.on = before
+
+
+def _bias_silu(conv: nn.Conv2d, x: Tensor) -> Tensor | None:
+    """``silu(conv(x))`` through the ``bias_act`` slot, or ``None`` where it does not apply."""
+    if not getattr(_GRAPH_BIAS_ACT, "on", False) or conv.bias is None or not x.is_cuda:
+        return None
+    if torch.is_grad_enabled() and (x.requires_grad or conv.weight.requires_grad):
+        return None
+    from .. import kernels
+
+    y = F.conv2d(x, conv.weight, None, conv.stride, conv.padding, conv.dilation, conv.groups)
+    return kernels.dispatch("bias_act", y, conv.bias)
+
+
 def _direct_conv_act(conv: nn.Module, act: nn.Module, x: Tensor) -> Tensor | None:
     """``act(conv(x))`` as the two functional calls those modules' forwards make, or ``None``
     when that would not be the same computation (a subclass or replaced module, a padding mode
@@ -106,6 +146,9 @@ def _direct_conv_act(conv: nn.Module, act: nn.Module, x: Tensor) -> Tensor | Non
     if kind is nn.SiLU:
         if _observed(act):
             return None
+        y = _bias_silu(conv, x)
+        if y is not None:
+            return y
         y = F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation, conv.groups)
         return F.silu(y, inplace=act.inplace)
     if kind is nn.Identity:

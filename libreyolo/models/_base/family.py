@@ -61,6 +61,10 @@ class Family:
     # Inference preparation (models/_base/inference.py): run the prepared twin in channels-last
     # memory format on CUDA (set per family from benchmarks/bench_layout.py).
     INFER_CHANNELS_LAST: ClassVar[bool] = False
+    # Prediction graphs warm up and capture with the fused conv epilogue (bias add + SiLU in one
+    # kernel, layers/conv.graph_bias_act): on for a family once its parity rows were regenerated
+    # with it (the rows prove the replay with the fused kernel equals the eager forward without).
+    GRAPH_BIAS_ACT: ClassVar[bool] = False
     # half=True casts the prepared twin's weights once (float16 on CUDA, bfloat16 on CPU). A family
     # whose math is not safe in a low-precision cast keeps fp32 weights under autocast instead.
     HALF_CAST: ClassVar[bool] = True

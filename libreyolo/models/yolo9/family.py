@@ -16,6 +16,7 @@ class YOLO9(BoxGroupsArch, GELANFamily):
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/peer (graph step fp16 and fp32)
+    GRAPH_BIAS_ACT: ClassVar[bool] = True  # docs/cuda-graph-parity.json rows of yolo9 (regenerated with it)
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str, box_groups: int = 4) -> nn.Module:
