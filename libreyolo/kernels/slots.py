@@ -57,8 +57,7 @@ def declare() -> None:
     define_slot("fake_quant_int8", reference=_fake_quant_int8, providers=(SIMULATE,))
     define_slot("unpack_weights", reference=_unpack_weights, providers=(EXECUTE,))
     define_slot("fp8_gemm", providers=(EXECUTE,))
-    from . import attention  # noqa: F401 - declares ms_deform_attn
-    from . import conv_act  # noqa: F401 - declares bias_act
+    from . import attention, conv_act  # noqa: F401 - declare ms_deform_attn and bias_act
 
 
 declare()

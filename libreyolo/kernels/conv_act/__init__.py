@@ -25,7 +25,7 @@ nothing is captured).
 
 from __future__ import annotations
 
-import torch
+import torch  # noqa: F401 - the doctest uses it
 import torch.nn.functional as F
 from torch import Tensor
 
