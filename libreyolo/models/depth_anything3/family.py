@@ -41,9 +41,7 @@ class DepthAnything3(FusedAttentionOption, DepthFamily):
     PREDICTS: ClassVar[str] = "depth"  # larger = farther (Depth Anything V2: disparity)
     METRIC_SIZES: ClassVar[tuple[str, ...]] = ("metric_l",)  # metres = focal_px * value / 300 (.metric)
     OUTPUT_NAMES = _OutputNames()  # type: ignore[assignment]
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = ("no bitwise parity run of the seam (captured network + eager sky step) "
-                                        "recorded yet: tests/gpu/test_depth_anything3_gpu.py")
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (6ceda2f; seam: network captured, sky step eager)
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded yet"
     # SPEC K-9: the explicit attention equation until a byte-exact SDPA parity run; the flag flips it

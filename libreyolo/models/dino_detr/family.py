@@ -26,9 +26,7 @@ class DINODETR(EncoderDecoderFamily):
     SIZES: ClassVar[tuple[str, ...]] = ("r50",)
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("focal", "l1", "giou")
 
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = ("capture failed in the 2026-12-03 parity run (the decoder's box sine embedding "
-                                        "copied a host index tensor; fixed since): its rows are to be regenerated")
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (6ceda2f)
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
 
     # The reference recipe: AdamW, lr 1e-4, weight decay 1e-4. Not modelled: the backbone's 1e-5

@@ -25,9 +25,7 @@ class LWDETR(EncoderDecoderFamily):
     STRIDE: ClassVar[int] = 64  # 16 px patches x 4 windows per side
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("focal", "l1", "giou")
 
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = ("capture failed in the 2026-12-03 parity run (the decoder's box sine embedding "
-                                        "copied a host index tensor; fixed since): its rows are to be regenerated")
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (6ceda2f)
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
 
     # The reference recipe: AdamW, lr 1e-4, weight decay 1e-4 (its layer-wise backbone decay and

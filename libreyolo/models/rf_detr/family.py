@@ -25,9 +25,7 @@ class RFDETR(EncoderDecoderFamily):
     DEFAULT_IMGSZ: ClassVar[int] = 512  # small; nano 384, medium 576, large 704
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("focal", "l1", "giou")
 
-    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
-    CUDA_GRAPH_REASON: ClassVar[str] = ("capture failed in the 2026-12-03 parity run (the decoder's box sine embedding "
-                                        "copied a host index tensor; fixed since): its rows are to be regenerated")
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (6ceda2f)
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = ("docs/cuda-graph-training-parity.json (e1c602a): the base size's rows "
                                               "pass the loss but not the updated weights bit for bit")
