@@ -259,3 +259,41 @@ def test_predict_rounds_imgsz_like_train_with_one_notice(caplog):
     with caplog.at_level(logging.WARNING, logger="libreyolo.engine.predictor"):
         m.predict(np.zeros((40, 40, 3), np.uint8), imgsz=64)
     assert not [r for r in caplog.records if "not a multiple" in r.getMessage()]
+
+
+def test_eager_and_graph_calls_can_prepare_different_layouts():
+    """On CUDA a family may keep NCHW for eager calls (host-bound) and channels-last for graphs
+    (GPU-bound): the spec says which; None for the eager layout means 'as the graph's'."""
+    from types import SimpleNamespace
+
+    from libreyolo.models._base.inference import prep_spec
+    from libreyolo.models.yolo9.family import YOLO9
+
+    def fake(**kw):
+        base = dict(device=torch.device("cuda", 0), HALF_CAST=True, fused=False, INFER_CHANNELS_LAST=True,
+                    INFER_CHANNELS_LAST_EAGER=None)
+        return SimpleNamespace(**{**base, **kw})
+
+    assert prep_spec(fake(), half=True, fuse=True, graph=True).channels_last
+    assert prep_spec(fake(), half=True, fuse=True, graph=False).channels_last  # None: follows the graph layout
+    assert not prep_spec(fake(INFER_CHANNELS_LAST_EAGER=False), half=True, fuse=True, graph=False).channels_last
+    assert prep_spec(fake(INFER_CHANNELS_LAST_EAGER=False), half=True, fuse=True, graph=True).channels_last
+    cpu = fake(device=torch.device("cpu"))
+    assert not prep_spec(cpu, half=False, fuse=True, graph=True).channels_last  # CUDA only
+    assert YOLO9.INFER_CHANNELS_LAST and YOLO9.INFER_CHANNELS_LAST_EAGER is False
+
+
+def test_predict_asks_for_the_twin_of_its_graph_policy(monkeypatch):
+    m = Model(YOLO9(size="t"))
+    seen = []
+    real = type(m.backend).prepared
+
+    def spy(self, **kw):
+        seen.append(kw.get("graph"))
+        return real(self, **kw)
+
+    monkeypatch.setattr(type(m.backend), "prepared", spy)
+    img = np.zeros((64, 64, 3), np.uint8)
+    m.predict(img, imgsz=64)
+    m.predict(img, imgsz=64, cuda_graph="auto")  # on the CPU 'auto' runs eager, with the graph twin
+    assert seen == [False, True]
