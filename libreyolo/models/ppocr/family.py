@@ -64,6 +64,9 @@ class PPOCR(Family):
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded; the CTC branch crops per box"
     # PaddleOCR: Adam 1e-3 (cosine), L2 5e-5; here AdamW (the trainer has no plain Adam); no mosaic
+    # files saved before the angle classifier existed lack its weights and flag: they load with the
+    # classifier as built (cls_loaded False: angle classification off by default)
+    OPTIONAL_STATE_PREFIXES: ClassVar[tuple[str, ...]] = ("cls.", "cls_loaded")
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {"optimizer": "AdamW", "lr0": 1e-3, "weight_decay": 5e-5,
                                                    "mosaic": 0.0, "warmup_bias_lr": 0.0}
 
