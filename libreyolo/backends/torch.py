@@ -60,9 +60,10 @@ class TorchBackend:
         self.family = family
         self._graphs: PredictGraphs | None = None
         self._prep: _Prepared | None = None
+        self._head: tuple[int, Any] | None = None  # (nc, names) the graphs and twins were made for
 
     def __getattr__(self, name: str) -> Any:  # architecture attributes come from the family
-        if name.startswith("__") or name in ("family", "_graphs", "_prep"):
+        if name.startswith("__") or name in ("family", "_graphs", "_prep", "_head"):
             raise AttributeError(name)
         return getattr(self.family, name)
 
@@ -80,6 +81,7 @@ class TorchBackend:
         policy = check_policy(cuda_graph)
         if policy is False:
             return self.family.eager_forward(x, amp_dtype=amp_dtype, decoded=decoded)
+        self._check_head()
         return self.graphs.run(x, policy=policy, amp_dtype=amp_dtype, decoded=decoded)
 
     def eager_forward(self, x: Tensor, *, amp_dtype: torch.dtype | None = None, decoded: bool = False) -> Any:
@@ -105,6 +107,15 @@ class TorchBackend:
         if self._graphs is not None:
             self._graphs.invalidate(reason)
         self.drop_prepared()
+
+    def _check_head(self) -> None:
+        """Drop graphs and twins made for another class head: the family's ``nc`` changed or its
+        ``names`` were rebound (a zero-shot ``set_classes`` / ``set_class_embeddings``, which may
+        also replace the head module: the parameter fingerprints do not see a replaced module)."""
+        fam, seen = self.family, self._head
+        if seen is not None and (seen[0] != fam.nc or seen[1] is not fam.names):
+            self.invalidate(f"class head changed (nc {seen[0]} -> {fam.nc}, names rebound)")
+        self._head = (fam.nc, fam.names)
 
     def release(self) -> None:
         """Free every captured graph and its memory pool (the prepared twin's too)."""
@@ -134,10 +145,11 @@ class TorchBackend:
     def prepared(self, *, half: bool = False, fuse: bool = True, graph: bool = True) -> TorchBackend:
         """The backend of the inference twin ``predict()`` runs (fused unless ``fuse=False``,
         cast once to half precision when ``half``, channels-last where the family measured it
-        wins); built on first use and rebuilt when the weights change. Itself when nothing needs
-        preparing."""
+        wins); built on first use and rebuilt when the weights or the class head (``nc``,
+        ``names``) change. Itself when nothing needs preparing."""
         if getattr(self.family, "is_twin", False):
             return self
+        self._check_head()
         if self._prep is None:
             self._prep = _Prepared(self)
         return self._prep.get(prep_spec(self.family, half=half, fuse=fuse, graph=graph))

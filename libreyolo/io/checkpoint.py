@@ -398,9 +398,16 @@ def model_from_checkpoint(obj: dict[str, Any], where: str) -> Family:
 
 def load_state_into(model: Family, state_dict: dict[str, torch.Tensor], *, strict: bool = True,
                     where: str = "state_dict") -> None:
-    """Copy tensors into the model's existing parameters/buffers (addresses unchanged)."""
+    """Copy tensors into the model's existing parameters/buffers (addresses unchanged).
+
+    Keys under the family's ``OPTIONAL_STATE_PREFIXES`` (parts added after older files were
+    saved, e.g. PP-OCR's angle classifier) may be missing even when ``strict``: those tensors keep
+    their freshly built values."""
     own = model.net.state_dict()
-    missing = [k for k in own if k not in state_dict]
+    optional = tuple(getattr(model, "OPTIONAL_STATE_PREFIXES", ()))
+    absent = [k for k in own if k not in state_dict]
+    kept = [k for k in absent if optional and k.startswith(optional)]
+    missing = [k for k in absent if not (optional and k.startswith(optional))]
     unexpected = [k for k in state_dict if k not in own]
     wrong = [k for k in own if k in state_dict and tuple(own[k].shape) != tuple(state_dict[k].shape)]
     if wrong or (strict and (missing or unexpected)):
@@ -417,6 +424,9 @@ def load_state_into(model: Family, state_dict: dict[str, torch.Tensor], *, stric
             f"weights in {where!r} do not match a {model.FAMILY}-{model.size} ({model.task}, nc={model.nc}): "
             + "; ".join(parts)
         )
+    if kept:
+        logger.info("%s: %d optional tensor(s) absent (an older file), kept as built, e.g. %s",
+                    where, len(kept), kept[0])
     with torch.no_grad():
         for k, t in own.items():
             if k in state_dict:

@@ -77,6 +77,11 @@ class Family:
     DECODE_TOPK: ClassVar[int] = 0
     # Whether the eager selection after decode runs NMS (dense heads) or only thresholds (DETRs).
     DECODE_NMS: ClassVar[bool] = True
+    # Parts of the network added after checkpoints of the family were already saved: state-dict
+    # keys starting with one of these may be missing from a file (libreyolo.io.checkpoint.
+    # load_state_into); they keep the values the fresh network was built with. Any other missing
+    # key is still an error.
+    OPTIONAL_STATE_PREFIXES: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,

@@ -78,13 +78,14 @@ class Fingerprint:
     """Cheap proof that a network's weights did not change since it was taken.
 
     Holds an evenly spaced sample of the network's floating parameter and buffer tensors (plus
-    the last one); stale when one of them was modified in place through autograd-visible ops (``Tensor._version`` moved: optimizer steps,
+    the last one, and the first and last parameters); stale when one of them was modified in place through autograd-visible ops (``Tensor._version`` moved: optimizer steps,
     ``load_state_dict``, ``with torch.no_grad(): p.add_(...)``) or when the module tree now holds
-    different tensors at the first or last parameter slot (replaced parameters). Writes through
+    different tensors or modules at the first or last parameter slot (replaced parameters, a
+    replaced head). Writes through
     ``p.data`` bypass the version counter and a replaced parameter in the middle of the network is
     not seen, nor an in-place edit of a tensor outside the sample: after such edits call
     ``model.invalidate_graphs(reason)`` (or load the weights with ``model.load_weights``), which
-    drops the twin. Cost: about 33 version-counter reads per call.
+    drops the twin. Cost: about 35 version-counter reads and two submodule look-ups per call.
     """
 
     def __init__(self, net: nn.Module) -> None:
@@ -95,10 +96,13 @@ class Fingerprint:
         # (about 1,300 tensors in yolo9-t: 0.2 ms per call on a slow host, now a few microseconds).
         every = [t for t in (*net.parameters(), *net.buffers()) if t.is_floating_point()]
         step = max(1, len(every) // SAMPLE)
-        self.tensors = every[::step] + every[-1:]
-        self.version = self._version()
-        owners = [(m, n, p) for m in net.modules() for n, p in m._parameters.items() if p is not None]
+        owners = [(path, m, n, p) for path, m in net.named_modules() for n, p in m._parameters.items()
+                  if p is not None]
         self.ends = [owners[0], owners[-1]] if owners else []
+        # the first and last parameters are always read too: the last is a head's weight in most
+        # families (e.g. a zero-shot head's class embeddings, re-set in place)
+        self.tensors = every[::step] + every[-1:] + [p for *_, p in self.ends if p.is_floating_point()]
+        self.version = self._version()
 
     def _version(self) -> int:
         return sum(map(_VERSION, self.tensors))
@@ -106,7 +110,16 @@ class Fingerprint:
     def stale(self, net: nn.Module) -> bool:
         if net is not self.net or self._version() != self.version:
             return True
-        return any(m._parameters.get(n) is not p for m, n, p in self.ends)  # O(1): replaced parameters
+        # replaced parameters, or a replaced module holding one (e.g. a new class head): each end
+        # looked up again from the root by its path (a few attribute reads)
+        for path, m, n, p in self.ends:
+            try:
+                now = net.get_submodule(path) if path else net
+            except AttributeError:
+                return True
+            if now is not m or m._parameters.get(n) is not p:
+                return True
+        return False
 
 
 def build_twin(model: Family, spec: PrepSpec) -> Family:

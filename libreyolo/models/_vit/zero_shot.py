@@ -78,8 +78,9 @@ class ZeroShotFamily(VisionTransformerFamily):
         """Make the head the zero-shot classifier of ``embeddings`` Tensor[nc, ``embed_dim``] (one text
         embedding per class, normalised here) with class ``names``; ``scale``/``bias`` replace the
         logit scale and bias (CLIP: 100 and 0; SigLIP: its learned ``exp(logit_scale)`` and
-        ``logit_bias``). A new class count replaces the head. On a ``LibreYOLO`` model call
-        ``model.invalidate_graphs("class embeddings")`` afterwards so a prepared copy is rebuilt.
+        ``logit_bias``). A new class count replaces the head. On a ``LibreYOLO`` model the next
+        ``predict`` / ``prepared()`` rebuilds a prepared copy made before (the names are rebound,
+        which the backend checks: :meth:`~libreyolo.backends.torch.TorchBackend.prepared`).
 
         Example:
             >>> from libreyolo.registry import families
@@ -108,8 +109,8 @@ class ZeroShotFamily(VisionTransformerFamily):
         """Make the head the zero-shot classifier of class ``names``: each ``template.format(name)``
         (several templates: their normalised embeddings averaged) is embedded by ``text_tower``
         (default: the one kept with this model, ``self.text_tower``), then
-        :meth:`set_class_embeddings` (scale and bias unchanged). On a ``LibreYOLO`` model call
-        ``model.invalidate_graphs("class embeddings")`` afterwards.
+        :meth:`set_class_embeddings` (scale and bias unchanged), whose new head the next ``predict``
+        of a ``LibreYOLO`` model runs.
 
         Raises:
             ConfigError: no text tower (the message says how to get one), no names, a bad template.

@@ -23,6 +23,7 @@ postprocess gives boxes with empty strings.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -43,6 +44,7 @@ REC_EAGER_REASON = ("per-region: the number of detected text regions (the recogn
                     "depend on the probability map, so box extraction and recognition run eager")
 DB_THRESH = 0.3  # binarisation threshold of the probability map (PaddleOCR DBPostProcess)
 UNCLIP = 1.5
+BOX_THRESH = 0.6  # PaddleOCR's det_db_box_thresh: the eager stage's box threshold outside a box_threshold scope
 
 
 class PPOCR(Family):
@@ -62,6 +64,9 @@ class PPOCR(Family):
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded; the CTC branch crops per box"
     # PaddleOCR: Adam 1e-3 (cosine), L2 5e-5; here AdamW (the trainer has no plain Adam); no mosaic
+    # files saved before the angle classifier existed lack its weights and flag: they load with the
+    # classifier as built (cls_loaded False: angle classification off by default)
+    OPTIONAL_STATE_PREFIXES: ClassVar[tuple[str, ...]] = ("cls.", "cls_loaded")
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {"optimizer": "AdamW", "lr0": 1e-3, "weight_decay": 5e-5,
                                                    "mosaic": 0.0, "warmup_bias_lr": 0.0}
 
@@ -94,7 +99,7 @@ class PPOCR(Family):
 
     def _recognise(self, val: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
         x, prob = val
-        quads, index, scores = self.find_boxes(prob, box_thresh=getattr(self, "_box_thresh", 0.6))
+        quads, index, scores = self.find_boxes(prob, box_thresh=self._call_option("box_thresh", BOX_THRESH))
         quads = quads.to(x.device)
         read, angle = quads, x.new_zeros(len(quads), 0)
         if self.angle_cls_enabled and len(quads):
@@ -161,13 +166,52 @@ class PPOCR(Family):
     def angle_cls_enabled(self) -> bool:
         """Whether the eager stage classifies each line's angle: the :meth:`angle_classification`
         setting in force, else whether the classifier's weights were loaded."""
-        on = getattr(self, "_angle_cls", None)
+        on = self._call_option("angle_cls", None)
         return bool(self.net.cls_loaded) if on is None else bool(on)
+
+    # ------------------------------------------------------------------ per-call options
+    # The options of one prediction call (box threshold, angle classification) are scopes of the
+    # calling thread: each thread keeps its own stack per option in a ``threading.local`` owned by
+    # this instance, so two threads predicting with one model never see each other's settings, and
+    # leaving a scope removes exactly the entry it pushed (overlapping, non-nested exits included).
+    def _call_local(self) -> threading.local:
+        local = self.__dict__.get("_call_scopes")
+        if local is None:  # created on first use (setdefault: two racing threads get one object)
+            local = self.__dict__.setdefault("_call_scopes", threading.local())
+        return local
+
+    def _call_option(self, key: str, default: Any) -> Any:
+        """The value of the innermost open ``key`` scope of the calling thread, else ``default``."""
+        stack = getattr(self._call_local(), "stacks", {}).get(key)
+        return stack[-1][0] if stack else default
+
+    @contextmanager
+    def _option_scope(self, key: str, value: Any) -> Iterator[None]:
+        stacks = self._call_local().__dict__.setdefault("stacks", {})
+        stack = stacks.setdefault(key, [])
+        entry = [value]  # a fresh list: its identity marks this scope's entry
+        stack.append(entry)
+        try:
+            yield
+        finally:
+            for i in range(len(stack) - 1, -1, -1):
+                if stack[i] is entry:
+                    del stack[i]
+                    break
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies (the prepared twin is a shallow one) and pickles start with no open scope: the
+        thread-local scope stacks stay with this instance."""
+        state = self.__dict__.copy()
+        state.pop("_call_scopes", None)
+        return state
 
     @contextmanager
     def angle_classification(self, enabled: bool | None) -> Iterator[None]:
         """Within the block the eager stage turns lines the angle classifier calls upside down
-        (``True``), never does (``False``), or does where its weights were loaded (``None``).
+        (``True``), never does (``False``), or does where its weights were loaded (``None``). The
+        setting is the calling thread's alone (other threads predicting with this model keep
+        theirs) and the block's exit restores what was in force before it.
 
         Raises:
             ConfigError: ``True`` on a model whose classifier has no weights loaded.
@@ -184,11 +228,8 @@ class PPOCR(Family):
             raise ConfigError("angle_cls=True but this model's angle classifier has no weights; load PaddleOCR's "
                               "with libreyolo.models.ppocr.convert.load_angle_classifier(model, "
                               "'ch_ppocr_mobile_v2.0_cls_infer.onnx') (or from_paddle_onnx(..., cls=...))")
-        old, self._angle_cls = getattr(self, "_angle_cls", None), enabled
-        try:
+        with self._option_scope("angle_cls", enabled):
             yield
-        finally:
-            self._angle_cls = old
 
     def classify_angles(self, crops: Tensor) -> tuple[list[int], list[float]]:
         """Crops Tensor[n, 3, 48, w] in [0, 1] (w = 192 as PaddleOCR) -> (the angle each would be
@@ -216,12 +257,11 @@ class PPOCR(Family):
 
     @contextmanager
     def box_threshold(self, conf: float) -> Iterator[None]:
-        """Within the block the eager stage keeps boxes whose mean probability is over ``conf``."""
-        old, self._box_thresh = getattr(self, "_box_thresh", 0.6), float(conf)
-        try:
+        """Within the block the eager stage keeps boxes whose mean probability is over ``conf``
+        (outside any: ``BOX_THRESH``). Like :meth:`angle_classification`, the setting belongs to
+        the calling thread only and the block's exit restores what was in force before it."""
+        with self._option_scope("box_thresh", float(conf)):
             yield
-        finally:
-            self._box_thresh = old
 
     def recognise(self, crops: Tensor) -> tuple[list[str], list[float]]:
         """Crops Tensor[n, 3, h, w] in [0, 1] (the recogniser's input size) -> (strings, scores)."""
