@@ -74,6 +74,16 @@ def prep_spec(model: Family, *, half: bool, fuse: bool, graph: bool = True) -> P
                     channels_last=bool(cl) and device.type == "cuda", device=str(device))
 
 
+def _chain(net: nn.Module, path: str) -> list[tuple[nn.Module, str, nn.Module]]:
+    """(parent, child name, child) from ``net`` down to the submodule at ``path``."""
+    links, mod = [], net
+    for name in path.split(".") if path else []:
+        child = mod._modules[name]
+        links.append((mod, name, child))
+        mod = child
+    return links
+
+
 class Fingerprint:
     """Cheap proof that a network's weights did not change since it was taken.
 
@@ -85,7 +95,7 @@ class Fingerprint:
     ``p.data`` bypass the version counter and a replaced parameter in the middle of the network is
     not seen, nor an in-place edit of a tensor outside the sample: after such edits call
     ``model.invalidate_graphs(reason)`` (or load the weights with ``model.load_weights``), which
-    drops the twin. Cost: about 35 version-counter reads and two submodule look-ups per call.
+    drops the twin. Cost: about 35 version-counter reads and two short chains of dict reads per call.
     """
 
     def __init__(self, net: nn.Module) -> None:
@@ -99,6 +109,7 @@ class Fingerprint:
         owners = [(path, m, n, p) for path, m in net.named_modules() for n, p in m._parameters.items()
                   if p is not None]
         self.ends = [owners[0], owners[-1]] if owners else []
+        self.chains = [(_chain(net, path), m, n, p) for path, m, n, p in self.ends]
         # the first and last parameters are always read too: the last is a head's weight in most
         # families (e.g. a zero-shot head's class embeddings, re-set in place)
         self.tensors = every[::step] + every[-1:] + [p for *_, p in self.ends if p.is_floating_point()]
@@ -110,14 +121,13 @@ class Fingerprint:
     def stale(self, net: nn.Module) -> bool:
         if net is not self.net or self._version() != self.version:
             return True
-        # replaced parameters, or a replaced module holding one (e.g. a new class head): each end
-        # looked up again from the root by its path (a few attribute reads)
-        for path, m, n, p in self.ends:
-            try:
-                now = net.get_submodule(path) if path else net
-            except AttributeError:
-                return True
-            if now is not m or m._parameters.get(n) is not p:
+        # replaced parameters, or a replaced module holding one (e.g. a new class head): the chain
+        # of modules from the root to each end is checked link by link (dict reads, no path walk)
+        for chain, m, n, p in self.chains:
+            for parent, name, child in chain:
+                if parent._modules.get(name) is not child:
+                    return True
+            if m._parameters.get(n) is not p:
                 return True
         return False
 
