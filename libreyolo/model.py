@@ -96,12 +96,11 @@ class Model:
         self.backend.fuse()
         return self
 
-    def prepared(self, *, half: bool = False, fuse: bool = True, graph: bool = True) -> TorchBackend:
+    def prepared(self, *, half: bool = False, fuse: bool = True) -> TorchBackend:
         """The inference twin ``predict()`` runs, as a backend: fused (unless ``fuse=False``),
         cast once to half precision when ``half`` (float16 on CUDA, bfloat16 on CPU),
-        channels-last where the family measured it wins (``graph=False``: the twin of an eager call,
-        whose layout may differ, ``Family.INFER_CHANNELS_LAST_EAGER``). Built on first use and rebuilt
-        when the weights change; this model's own network, training and checkpoints are untouched (see
+        channels-last where the family measured it wins. Built on first use and rebuilt when the
+        weights change; this model's own network, training and checkpoints are untouched (see
         :class:`~libreyolo.backends.torch.TorchBackend`).
 
         Example:
@@ -109,7 +108,7 @@ class Model:
             >>> twin.fused, next(twin.net.parameters()).dtype
             (True, torch.float32)
         """
-        return self.backend.prepared(half=half, fuse=fuse, graph=graph)
+        return self.backend.prepared(half=half, fuse=fuse)
 
     def invalidate_graphs(self, reason: str) -> None:
         """Drop captured graphs (parameters moved or were replaced), the prepared twin's too."""

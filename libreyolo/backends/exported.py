@@ -151,7 +151,7 @@ class ExportedBackend:
                                Path(self.path).name, key, baked, key, asked)
 
     # what a model asks of its backend ---------------------------------------------------------
-    def prepared(self, *, half: bool = False, fuse: bool = True, graph: bool = True) -> ExportedBackend:
+    def prepared(self, *, half: bool = False, fuse: bool = True) -> ExportedBackend:
         """An export is prepared as it was exported: itself."""
         return self
 

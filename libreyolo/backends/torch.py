@@ -142,7 +142,7 @@ class TorchBackend:
             self.family.fuse()
 
     # ------------------------------------------------------------------ the prepared twin
-    def prepared(self, *, half: bool = False, fuse: bool = True, graph: bool = True) -> TorchBackend:
+    def prepared(self, *, half: bool = False, fuse: bool = True) -> TorchBackend:
         """The backend of the inference twin ``predict()`` runs (fused unless ``fuse=False``,
         cast once to half precision when ``half``, channels-last where the family measured it
         wins); built on first use and rebuilt when the weights or the class head (``nc``,
@@ -152,7 +152,7 @@ class TorchBackend:
         self._check_head()
         if self._prep is None:
             self._prep = _Prepared(self)
-        return self._prep.get(prep_spec(self.family, half=half, fuse=fuse, graph=graph))
+        return self._prep.get(prep_spec(self.family, half=half, fuse=fuse))
 
     def drop_prepared(self) -> None:
         if self._prep is not None:

@@ -204,7 +204,7 @@ def _prepared(model: Any, opts: PredictOptions) -> tuple[Any, torch.dtype | None
     prepare = getattr(model, "prepared", None)
     if prepare is None:
         return model, None, torch.float32, False
-    twin = prepare(half=opts.half, fuse=opts.fuse, graph=opts.cuda_graph is not False)
+    twin = prepare(half=opts.half, fuse=opts.fuse)
     dtype = input_dtype(twin)
     amp = half_dtype(model.device) if opts.half and dtype == torch.float32 else None
     return twin, amp, dtype, channels_last(twin)

@@ -61,8 +61,6 @@ class Family:
     # Inference preparation (models/_base/inference.py): run the prepared twin in channels-last
     # memory format on CUDA (set per family from benchmarks/bench_layout.py).
     INFER_CHANNELS_LAST: ClassVar[bool] = False
-    # The layout of the twin an eager prediction call (cuda_graph=False) runs: None = as above.
-    INFER_CHANNELS_LAST_EAGER: ClassVar[bool | None] = None
     # Prediction graphs warm up and capture with the fused conv epilogue (bias add + SiLU in one
     # kernel, layers/conv.graph_bias_act): on for a family once its parity rows were regenerated
     # with it (the rows prove the replay with the fused kernel equals the eager forward without).

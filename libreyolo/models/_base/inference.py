@@ -9,8 +9,7 @@ re-parameterisable branches, fp32 weights). Prediction runs a *prepared twin* of
   every call and made fp16 slower than fp32); a family with ``HALF_CAST = False`` keeps fp32
   weights and ``predict`` runs it under autocast as before;
 * in channels-last memory format where the family measured that it wins
-  (``Family.INFER_CHANNELS_LAST``; on CUDA only; eager calls may keep NCHW where that was measured
-  to win, ``Family.INFER_CHANNELS_LAST_EAGER``).
+  (``Family.INFER_CHANNELS_LAST``; on CUDA only).
 
 The twin is a shallow copy of the family object with its own deep-copied network (its
 backend, :class:`~libreyolo.backends.torch.TorchBackend`, gives it CUDA graphs of its own), so training, ``save()`` and ``state_dict`` keep seeing the original network. When
@@ -59,19 +58,12 @@ def half_dtype(device: torch.device) -> torch.dtype:
     return torch.float16 if device.type == "cuda" else torch.bfloat16
 
 
-def prep_spec(model: Family, *, half: bool, fuse: bool, graph: bool = True) -> PrepSpec:
-    """How ``model``'s twin is prepared for a prediction call; ``graph``: the call may replay CUDA
-    graphs (``cuda_graph`` True or "auto"), else it runs eagerly. The memory format can differ
-    between the two: a captured replay is bound by the GPU, where channels-last convolutions win,
-    while an eager call at small batch is bound by the host launching kernels, where the copies
-    channels-last needs (channel slices are not contiguous in it) cost more than they save
-    (``Family.INFER_CHANNELS_LAST`` / ``INFER_CHANNELS_LAST_EAGER``)."""
+def prep_spec(model: Family, *, half: bool, fuse: bool) -> PrepSpec:
     device = model.device
     cast = half and model.HALF_CAST
-    eager_cl = getattr(model, "INFER_CHANNELS_LAST_EAGER", None)
-    cl = model.INFER_CHANNELS_LAST if graph or eager_cl is None else eager_cl
     return PrepSpec(fuse=bool(fuse) and not model.fused, dtype=half_dtype(device) if cast else torch.float32,
-                    channels_last=bool(cl) and device.type == "cuda", device=str(device))
+                    channels_last=bool(model.INFER_CHANNELS_LAST) and device.type == "cuda",
+                    device=str(device))
 
 
 def _chain(net: nn.Module, path: str) -> list[tuple[nn.Module, str, nn.Module]]:

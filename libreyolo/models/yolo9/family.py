@@ -16,9 +16,6 @@ class YOLO9(BoxGroupsArch, GELANFamily):
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/peer (graph step fp16 and fp32)
-    # eager network step, same run (peer_predict_yolo9_6ceda2f): fp32 NCHW 9.89 ms vs channels-last
-    # 12.74, fp16 19.02 vs 21.11 (host-bound: channels-last adds copies of channel slices)
-    INFER_CHANNELS_LAST_EAGER: ClassVar[bool | None] = False
     GRAPH_BIAS_ACT: ClassVar[bool] = True  # docs/cuda-graph-parity.json rows of yolo9 (regenerated with it)
 
     @classmethod
