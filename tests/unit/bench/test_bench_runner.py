@@ -162,7 +162,7 @@ def test_clamp_starts_a_long_entry_and_stops_it_at_the_budgets_end(tmp_path: Pat
     assert time.monotonic() - t0 < 30
     recs = {r["name"]: r for r in json.loads((tmp_path / "summary.json").read_text())["entries"]}
     assert recs["quick"]["rc"] == 0
-    assert recs["long"]["rc"] == 124 and recs["long"]["timed_out"] and recs["long"]["limit_s"] < 4
+    assert recs["long"]["rc"] == 124 and recs["long"]["timed_out"] and recs["long"]["limit_s"] <= 4.0
     assert recs["late"]["skipped"] is True  # less than clamp_min_s was left when its turn came
 
 
