@@ -20,6 +20,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -29,6 +30,7 @@ from torch import Tensor
 from .. import env
 from ..device import autocast
 from ..errors import ConfigError, GraphCaptureError
+from ..layers.conv import graph_bias_act
 from .recovery import no_gc, recover_after_failed_capture
 from .seam import Stage, TreeSpec, flatten, unflatten
 
@@ -189,6 +191,7 @@ class GraphEntry:
     replays: int = 0
     sentinel: tuple[Any, ...] = field(default=())
     bias_act: bool = False  # captured with the fused conv epilogue (layers.conv.graph_bias_act)
+    eager_bias_act: bool = False  # ... and it has eager stages, which replays run with it too
 
     def info(self) -> dict[str, Any]:
         stages = [
@@ -229,8 +232,6 @@ def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: 
     ``bias_act``: warm up and capture with the fused conv epilogue
     (:func:`~libreyolo.layers.conv.graph_bias_act`); the eager stages of replays use it too.
     """
-    from ..layers.conv import graph_bias_act
-
     device = x.device
     with torch.cuda.device(device), torch.inference_mode(), autocast(device, amp_dtype), graph_bias_act(bias_act):
         t0 = time.perf_counter()
@@ -267,17 +268,14 @@ def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: 
         out_leaves, out_spec = flatten(val)
         out = unflatten(out_spec, [t.clone() for t in out_leaves])
     capture_ms = sum(s.capture_ms for s in steps if isinstance(s, CapturedStage))
-    return GraphEntry(key=key, steps=steps, warmup_ms=warmup_ms, capture_ms=capture_ms, bias_act=bias_act), out
+    eager_steps = any(isinstance(s, Stage) for s in steps)
+    return GraphEntry(key=key, steps=steps, warmup_ms=warmup_ms, capture_ms=capture_ms, bias_act=bias_act,
+                      eager_bias_act=bias_act and eager_steps), out
 
 
 def _replay_entry(entry: GraphEntry, x: Tensor, amp_dtype: torch.dtype | None) -> Any:
     """Copy in, replay each captured stage (eager stages in between), copy out. Caller holds the lock."""
-    from contextlib import nullcontext
-
-    from ..layers.conv import graph_bias_act
-
-    eager_act = graph_bias_act(True) if entry.bias_act and any(isinstance(s, Stage) for s in entry.steps) \
-        else nullcontext()
+    eager_act = graph_bias_act(True) if entry.eager_bias_act else nullcontext()
     with torch.inference_mode(), autocast(x.device, amp_dtype), eager_act:
         val: Any = x
         for step in entry.steps:

@@ -405,9 +405,10 @@ def load_state_into(model: Family, state_dict: dict[str, torch.Tensor], *, stric
     their freshly built values."""
     own = model.net.state_dict()
     optional = tuple(getattr(model, "OPTIONAL_STATE_PREFIXES", ()))
-    absent = [k for k in own if k not in state_dict]
-    kept = [k for k in absent if optional and k.startswith(optional)]
-    missing = [k for k in absent if not (optional and k.startswith(optional))]
+    kept, missing = [], []
+    for k in own:
+        if k not in state_dict:
+            (kept if optional and k.startswith(optional) else missing).append(k)
     unexpected = [k for k in state_dict if k not in own]
     wrong = [k for k in own if k in state_dict and tuple(own[k].shape) != tuple(state_dict[k].shape)]
     if wrong or (strict and (missing or unexpected)):

@@ -272,15 +272,17 @@ def ms_deform_attn_triton(
     )
 
 
-def _cpu_interpreter_asked() -> bool:
-    """CPU tensors may take the Triton kernels: the interpreter is on and the provider was asked for by name."""
+def cpu_interpreter_asked() -> bool:
+    """CPU tensors may take an in-tree Triton provider (``"triton"``, this one or another slot's):
+    the interpreter is on and the provider was asked for by name."""
     return interpreting() and registry.override() == NAME
 
 
-def _device_ok(t: Tensor) -> bool:
+def device_ok(t: Tensor) -> bool:
+    """``t`` is on a device an in-tree Triton provider runs on: CUDA, or the CPU when :func:`cpu_interpreter_asked`."""
     if t.device.type == "cuda":
         return True
-    return t.device.type == "cpu" and _cpu_interpreter_asked()
+    return t.device.type == "cpu" and cpu_interpreter_asked()
 
 
 def applies(
@@ -295,11 +297,11 @@ def applies(
     if not eager_only():
         return False
     if value is None:
-        return torch.cuda.is_available() or _cpu_interpreter_asked()
+        return torch.cuda.is_available() or cpu_interpreter_asked()
     tensors = (value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
     if any(not isinstance(t, Tensor) for t in tensors):
         return False
-    if any(t.device != value.device for t in tensors) or not _device_ok(value):
+    if any(t.device != value.device for t in tensors) or not device_ok(value):
         return False
     if value.dim() != 4 or sampling_locations.dim() != 6 or attention_weights.dim() != 5:
         return False  # not the uniform-points layout

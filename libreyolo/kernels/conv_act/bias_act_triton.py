@@ -24,7 +24,7 @@ from torch import Tensor
 from triton.language.extra import libdevice
 
 from .. import registry
-from ..attention.msda_triton import interpreting
+from ..attention.msda_triton import cpu_interpreter_asked, device_ok, interpreting
 from ..context import eager_only
 
 NAME = "triton"
@@ -71,26 +71,20 @@ def bias_act_triton(y: Tensor, bias: Tensor) -> Tensor:
     return y
 
 
-def _device_ok(t: Tensor) -> bool:
-    if t.device.type == "cuda":
-        return True
-    return t.device.type == "cpu" and interpreting() and registry.override() == NAME
-
-
 def applies(y: Tensor | None = None, bias: Tensor | None = None) -> bool:
     """Predicate of the ``"triton"`` implementation (module docstring). With no arguments:
     whether the provider can run on this machine at all."""
     if not eager_only():
         return False
     if y is None:
-        return torch.cuda.is_available() or (interpreting() and registry.override() == NAME)
+        return torch.cuda.is_available() or cpu_interpreter_asked()
     if not isinstance(y, Tensor) or not isinstance(bias, Tensor):
         return False
     if y.dim() != 4 or bias.dim() != 1 or y.dtype not in DTYPES or not bias.is_floating_point():
         return False
     if y.requires_grad:  # autograd would need a backward the kernel does not have
         return False
-    if bias.device != y.device or not _device_ok(y):
+    if bias.device != y.device or not device_ok(y):
         return False
     return y.is_contiguous() or y.is_contiguous(memory_format=torch.channels_last)
 
