@@ -194,8 +194,7 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
         logger.debug("val: no validation losses (the training forward of %s is split in stages)",
                      getattr(model, "FAMILY", "this family"))
         criterion = None
-    was_training = net.training
-    net.eval()
+    restore = _eval_mode(net)
     scorer = task.scorer(names)
     t_pre = t_inf = t_post = 0.0
     n_img = 0
@@ -234,7 +233,7 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
                                                                                                "bboxes")},
                                   [d.detach().float().cpu().numpy() for d in dets]))
     finally:
-        net.train(was_training)
+        restore()
     ms = 1000 / max(n_img, 1)
     losses: dict[str, float] = {}
     if loss_sum is not None:
@@ -252,6 +251,31 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
         labels = getattr(getattr(loader, "dataset", None), "labels", None)
         write_val_plots(metrics, Path(plots_dir), batches=shown, labels=labels)
     return metrics
+
+
+def _eval_mode(net: torch.nn.Module) -> Any:
+    """Put ``net`` in eval mode; returns the function that restores each module's own mode.
+
+    Only the modules in training mode are switched (an EMA copy is in eval mode already, and
+    ``Module.train`` walks and sets every submodule: tens of milliseconds for a detector, every
+    validation). A module class that overrides ``train`` goes through ``eval()`` / ``train()``.
+    """
+    from torch import nn
+
+    mods = list(net.modules())
+    if any(type(m).train is not nn.Module.train for m in mods):
+        was = net.training
+        net.eval()
+        return lambda: net.train(was)
+    training = [m for m in mods if m.training]
+    for m in training:
+        m.training = False
+
+    def restore() -> None:
+        for m in training:
+            m.training = True
+
+    return restore
 
 
 def val_loss_supported(model: Family) -> bool:

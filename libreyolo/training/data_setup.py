@@ -218,7 +218,9 @@ class DataSetup:
         return files[:n]
 
     def build_loaders(self) -> None:
-        from ..data.loader import build_dataloader
+        """The training loader and, on the main process, the validation loader (its batches kept in
+        host memory after the first validation when the set is small: :class:`~..data.loader.BatchCache`)."""
+        from ..data.loader import BatchCache, build_dataloader
 
         cfg, d, task = self.cfg, self.config, self.task
         pin = self.device.type == "cuda"
@@ -250,8 +252,9 @@ class DataSetup:
         self.val_loader = None
         if cfg.val and self.is_main:  # rank 0 validates on the whole val set
             self.val_ds = task.dataset(d, d.val, split="val", imgsz=cfg.imgsz, train_cfg=cfg)
-            self.val_loader = build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=workers, shuffle=False,
-                                               seed=cfg.seed, pin_memory=pin, collate_fn=task.collate)
+            self.val_loader = BatchCache(build_dataloader(self.val_ds, batch=cfg.batch * 2, workers=workers,
+                                                          shuffle=False, seed=cfg.seed, pin_memory=pin,
+                                                          collate_fn=task.collate))
 
     def _rect_loader(self, *, workers: int, pin: bool) -> Any:
         """``rect=True``: the training loader over whole aspect-sorted batches (its batch sampler
