@@ -44,6 +44,7 @@ from libreyolo.bench.timing import time_wall  # noqa: E402
 
 NC = 80
 DN_SEED = 1234
+TRUNK_SEED = 4321
 
 
 def _families() -> dict[str, type]:
@@ -169,6 +170,9 @@ class TrainArm:
             return self.net(imgs)
 
     def step(self, batch: dict, *, grads: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor] | None]:
+        # the same dropout draws in the trunk of every arm (Deformable DETR's encoder has dropout):
+        # without this the arms drew from wherever the previous arm's step left the generator
+        torch.manual_seed(TRUNK_SEED)
         feats = self.forward(batch["img"])
         torch.manual_seed(DN_SEED)  # the same denoising noise in every arm and step
         loss, _ = self.crit(feats, batch)

@@ -42,19 +42,52 @@ def match_image(pred_boxes: np.ndarray, pred_scores: np.ndarray, pred_cls: np.nd
         if len(gi) == 0:
             continue
         ious = box_iou_np(boxes[di], gt_boxes[gi])
-        best = ious.max(1)
-        for t, thr in enumerate(iou_thresholds):
-            taken = np.zeros(len(gi), dtype=bool)
-            for row in np.nonzero(best >= min(thr, 1 - 1e-10))[0]:  # others cannot match at thr
-                if taken.all():
-                    break
-                d = di[row]
-                cand = np.where(taken, -1.0, ious[row])
-                j = int(np.argmax(cand))
-                if cand[j] >= min(thr, 1 - 1e-10):
-                    taken[j] = True
-                    tp[d, t] = True
+        _greedy_match(ious, di, tp, iou_thresholds)
     return tp[keep], scores[keep], cls[keep]
+
+
+def _greedy_match(ious: np.ndarray, di: np.ndarray, tp: np.ndarray, iou_thresholds: np.ndarray) -> None:
+    """Per threshold, walk the detections (rows of ``ious``, score order) and give each the
+    untaken ground truth of highest IoU (the first on ties) if that IoU reaches the threshold;
+    sets ``tp[di[row], t]``. An image has a handful of ground-truth boxes per class, so the walk
+    runs on Python lists (numpy's per-call overhead on such short rows was most of the time);
+    NaN IoUs take numpy's argmax semantics through :func:`_greedy_match_np`."""
+    if np.isnan(ious).any():
+        _greedy_match_np(ious, di, tp, iou_thresholds)
+        return
+    best = ious.max(1)
+    rows_all = ious.tolist()
+    n_gt = ious.shape[1]
+    for t, thr in enumerate(iou_thresholds):
+        th = min(float(thr), 1 - 1e-10)
+        taken = [False] * n_gt
+        left = n_gt
+        for row in np.nonzero(best >= th)[0].tolist():  # others cannot match at thr
+            r = rows_all[row]
+            j, v = -1, -1.0
+            for k in range(n_gt):
+                if not taken[k] and r[k] > v:
+                    j, v = k, r[k]
+            if v >= th:
+                taken[j] = True
+                tp[di[row], t] = True
+                left -= 1
+                if not left:
+                    break
+
+
+def _greedy_match_np(ious: np.ndarray, di: np.ndarray, tp: np.ndarray, iou_thresholds: np.ndarray) -> None:
+    best = ious.max(1)
+    for t, thr in enumerate(iou_thresholds):
+        taken = np.zeros(ious.shape[1], dtype=bool)
+        for row in np.nonzero(best >= min(thr, 1 - 1e-10))[0]:
+            if taken.all():
+                break
+            cand = np.where(taken, -1.0, ious[row])
+            j = int(np.argmax(cand))
+            if cand[j] >= min(thr, 1 - 1e-10):
+                taken[j] = True
+                tp[di[row], t] = True
 
 
 def interpolated_ap(recall: np.ndarray, precision: np.ndarray) -> float:

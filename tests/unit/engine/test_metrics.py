@@ -82,3 +82,45 @@ def test_no_detections_gives_zero():
     im.update(pred=np.zeros((0, 4)), score=np.zeros(0), pred_cls=np.zeros(0, int))
     assert coco_map([im], {0: "a"})["map"] == 0.0
     assert _numpy_map([im]).map == 0.0
+
+
+def test_greedy_walk_on_lists_equals_the_numpy_walk():
+    """The list-based matching gives the numpy walk's true positives, ties (duplicate ground
+    truth, equal IoUs) and NaN IoUs included."""
+    from libreyolo.tasks.detect.metrics import IOU_THRESHOLDS, _greedy_match, _greedy_match_np
+
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        n, g = int(rng.integers(1, 40)), int(rng.integers(1, 6))
+        ious = rng.choice([0.0, 0.3, 0.5, 0.55, 0.75, 0.9, 0.95, 1.0], size=(n, g))  # many exact ties
+        if trial % 7 == 0:
+            ious[:, -1] = ious[:, 0]  # a duplicated ground-truth box
+        if trial % 11 == 0:
+            ious[int(rng.integers(n)), int(rng.integers(g))] = np.nan
+        di = np.arange(n)
+        a = np.zeros((n, len(IOU_THRESHOLDS)), dtype=bool)
+        b = np.zeros_like(a)
+        _greedy_match(ious, di, a, IOU_THRESHOLDS)
+        _greedy_match_np(ious, di, b, IOU_THRESHOLDS)
+        assert np.array_equal(a, b), trial
+    assert a.any()  # the scenes match something
+
+
+def test_coco_detection_dicts_are_the_elementwise_conversion():
+    from libreyolo.tasks.detect.scoring import _coco_detections, gc_paused
+
+    rng = np.random.default_rng(0)
+    boxes = rng.uniform(0, 600, (50, 4)).astype(np.float32)
+    boxes[:, 2:] += boxes[:, :2]
+    scores, classes = rng.random(50).astype(np.float32), rng.integers(0, 5, 50)
+    want = [{"image_id": 7, "category_id": int(c) + 1, "score": float(s),
+             "bbox": [float(b[0]), float(b[1]), float(b[2] - b[0]), float(b[3] - b[1])]}
+            for b, s, c in zip(boxes, scores, classes, strict=True)]
+    assert _coco_detections(7, boxes, scores, classes) == want
+    assert _coco_detections(7, boxes[:0], scores[:0], classes[:0]) == []
+    import gc
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
