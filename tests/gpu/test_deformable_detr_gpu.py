@@ -1,14 +1,12 @@
 """GPU tests of the deformable-encoder DETRs (Deformable DETR, DINO): prediction capture of their
 seam is bitwise (SPEC G-4, G-9), the ``ms_deform_attn`` provider the registry picks on CUDA is
-reported, and the training seam's step zero matches eager (T-6). Skipped without CUDA. Not run yet
-(benchmarks/manifest.yaml ``gpu_tests_deformable_detr``, ``gpu_tests_dino_detr``): the families'
-flags stay False until these and the parity rows pass.
+reported, and the training seam's step zero matches eager (T-6). Skipped without CUDA. Run on the
+H200 at 84e948d: all pass (benchmarks/manifest.yaml ``gpu_tests_deformable_detr``).
 
-Expectation for the training test: Deformable DETR's encoder has dropout (p=0.1, the paper's), so a
-captured trunk draws from the graph's RNG stream; if step zero differs, that is the "own RNG stream"
-numerics class of ConvNeXt-tiny, and ``SUPPORTS_TRAIN_CUDA_GRAPH`` stays False with that reason.
-DINO has no dropout (the reference's 4-scale config), so its captured trunk draws no random numbers;
-the denoising queries are built in the eager decoder stage.
+The training test seeds the trunk before every arm's forward (``bench_rtdetr.TrainArm.step``):
+Deformable DETR's encoder has dropout (p=0.1, the paper's), and a captured trunk draws its masks
+from the same generator state as eager only when both start from the same state. DINO has no
+dropout (the reference's 4-scale config); its denoising queries are built in the eager decoder.
 """
 
 from __future__ import annotations

@@ -39,9 +39,10 @@ class BiRefNet(FusedAttentionOption, MatteFamily):
                      "'torchscript'"),
     }
     FUSED_ATTN_DEFAULT: ClassVar[bool] = False  # SPEC K-9: the explicit equation until a byte-exact SDPA run
-    CUDA_GRAPH_REASON: ClassVar[str] = ("the seam (captured encoder + eager deformable decoder) is bitwise for lite and "
-                                        "l (docs/cuda-graph-parity.json, e1c602a; tests/gpu/test_deform_conv_capture_gpu.py "
-                                        "passed), the tiny size has no row yet (manifest: parity_predict_birefnet_tiny)")
+    SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True
+    CUDA_GRAPH_REASON: ClassVar[str] = ("the seam (captured encoder + eager deformable decoder) is bitwise for tiny, lite "
+                                        "and l, fp32 and fp16 (docs/cuda-graph-parity.json: tiny 0aa3be7, lite and l "
+                                        "e1c602a; tests/gpu/test_deform_conv_capture_gpu.py passed)")
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = ("no training-capture parity run recorded; the decoder's "
                                               "deform_conv2d cannot be captured, so training runs eager")
     # BiRefNet's recipe: AdamW, lr 1e-4 x sqrt(batch / 4) for DIS (1e-5 for the general sets), no decay
