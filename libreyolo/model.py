@@ -298,7 +298,18 @@ class Model:
 
         kw = PredictOptions.pick(values)
         adjust = getattr(self.backend, "predict_options", None)
-        return PredictOptions.build(model=self, **(adjust(kw) if adjust is not None else kw))
+        if adjust is not None:
+            kw = adjust(kw)
+        key = _options_key(self, kw)
+        cache: dict[Any, Any] = self.__dict__.setdefault("_resolved_options", {})
+        if key is not None and key in cache:  # the same keywords again: validated already
+            return cache[key]
+        opts = PredictOptions.build(model=self, **kw)
+        if key is not None:
+            if len(cache) >= _OPTIONS_CACHE_SIZE:
+                cache.pop(next(iter(cache)))
+            cache[key] = opts
+        return opts
 
     @keyword_checked("track")
     def track(
@@ -495,3 +506,28 @@ def LibreYOLO(  # noqa: N802 - reads like a class at call sites, as users expect
     if device is not None:
         m.to(device)
     return m
+
+
+_OPTIONS_CACHE_SIZE = 16
+
+
+def _frozen(v: Any) -> Any:
+    """``v`` with lists / tuples made tuples (recursively), so keyword values can key a dict."""
+    if isinstance(v, (list, tuple)):
+        return tuple(_frozen(x) for x in v)
+    return v
+
+
+def _options_key(model: Any, kw: dict[str, Any]) -> Any:
+    """What a resolved :class:`~libreyolo.engine.predictor.PredictOptions` depends on: the
+    backend, the model's class count, input size and stride, and the keyword values; None when a
+    value cannot key a dict (a prompt given as an array), so those calls resolve every time.
+    Repeated ``predict`` calls with the same keywords skip the validation (tens of microseconds of
+    a batch-1 call whose network replays in two milliseconds)."""
+    try:
+        key = (id(model.backend), model.nc, _frozen(model.imgsz), model.stride,
+               tuple((k, _frozen(v)) for k, v in kw.items()))
+        hash(key)
+    except TypeError:
+        return None
+    return key

@@ -400,3 +400,21 @@ def test_flagged_family_keeps_bitwise_parity(name, size):
     model = build_probe_model(cls, size=size, task=cls.TASKS[0], device="cuda", seed=0)
     row = check_parity(model, shape=(1, 3, 320, 320), amp_dtype=torch.float16)
     assert row["result"] == "pass", row
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_one_kernel_normalise_is_the_cast_then_divide_on_cuda(dtype):
+    """Preprocessing's single division kernel (float32 quotient rounded once to ``dtype``) gives
+    the bits of the cast-then-divide it replaced, on the device where predict runs it."""
+    from libreyolo.tasks.detect.preprocess import normalized
+
+    dev = torch.device("cuda", 0)
+    g = torch.Generator(device=dev).manual_seed(0)
+    u8 = torch.randint(0, 256, (2, 480, 640, 3), dtype=torch.uint8, device=dev, generator=g).permute(0, 3, 1, 2)
+    every = torch.arange(256, dtype=torch.uint8, device=dev).view(1, 1, 16, 16).expand(1, 3, 16, 16)
+    resized = torch.rand(1, 3, 33, 47, device=dev, generator=g).mul_(255).round_()
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        for x in (u8, every, resized):
+            want = x.clone().to(dtype, memory_format=fmt).div_(255.0)
+            got = normalized(x, dtype=dtype, memory_format=fmt)
+            assert got.is_contiguous(memory_format=fmt) and torch.equal(got, want)

@@ -79,3 +79,19 @@ def test_verbose_predict_logs_one_line_per_image(caplog):
     assert not [m for m in caplog.records if m.name == "libreyolo.engine.predictor"]
     with pytest.raises(ConfigError, match="verbose"):
         model.predict(str(SAMPLE_IMAGE), verbose="yes")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last])
+def test_one_kernel_normalise_is_the_cast_then_divide(dtype, fmt):
+    from libreyolo.tasks.detect.preprocess import normalized
+
+    g = torch.Generator().manual_seed(0)
+    u8 = torch.randint(0, 256, (2, 37, 53, 3), dtype=torch.uint8, generator=g).permute(0, 3, 1, 2)
+    every = torch.arange(256, dtype=torch.uint8).view(1, 1, 16, 16).expand(1, 3, 16, 16)
+    resized = torch.rand(1, 3, 9, 11, generator=g).mul_(255).round_()  # the float input after a resize
+    for x in (u8, every, resized):
+        want = x.clone().to(dtype, memory_format=fmt).div_(255.0)  # clone: .to() may return x itself
+        got = normalized(x, dtype=dtype, memory_format=fmt)
+        assert got.dtype == dtype and got.is_contiguous(memory_format=fmt)
+        assert torch.equal(got, want)

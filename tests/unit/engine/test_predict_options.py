@@ -90,3 +90,29 @@ def test_build_messages(kw, message) -> None:
 def test_pick_takes_only_the_options() -> None:
     assert PredictOptions.pick({"source": "a.jpg", "conf": 0.3, "stream": True}) == {"conf": 0.3}
     assert PredictOptions.names() == tuple(FIELDS)
+
+
+def test_repeated_keywords_reuse_the_resolved_options() -> None:
+    """The same keywords resolve once per model; other keywords, another input size or a prompt
+    array (not hashable) resolve again; a bad value still raises on every call."""
+    import numpy as np
+
+    from libreyolo import LibreYOLO
+    from libreyolo.errors import ConfigError
+
+    model = LibreYOLO("LibreYOLO9t.pt")
+    kw = dict(conf=0.3, classes=[0, 2], imgsz=320)
+    a = model._options(dict(kw))
+    assert model._options(dict(kw)) is a and a.classes == [0, 2] and a.imgsz == (320, 320)
+    b = model._options(dict(kw, conf=0.4))
+    assert b is not a and b.conf == 0.4
+    model.imgsz = 256  # what an unset imgsz resolves to
+    c1, c2 = model._options({"conf": 0.3}), model._options({"conf": 0.3})
+    assert c1 is c2 and c1.imgsz == (256, 256)
+    model.imgsz = 320
+    assert model._options({"conf": 0.3}).imgsz == (320, 320)
+    p1 = model._options({"points": np.zeros((1, 2))})
+    assert model._options({"points": np.zeros((1, 2))}) is not p1
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="conf"):
+            model._options({"conf": 2.0})
