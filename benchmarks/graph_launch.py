@@ -180,12 +180,34 @@ def yolo_graph(device: torch.device, half: bool, iters: int) -> dict[str, Any]:
             return twin.forward(x, cuda_graph=True, decoded=bool(twin.DECODE_TOPK))
 
         runner_replay()
+        out["runner_profile"] = runner_profile(runner_replay, device, iters)
         out["runner"] = {"host_launch_us": round(host_launch_us(runner_replay, device, iters), 1),
                          "sync_replay_ms": round(time_wall(runner_replay, device=device, iters=iters,
                                                            warmup=5)["median_ms"], 4),
                          "pipelined_ms": round(time_pipelined(runner_replay, device=device, iters=iters), 4)}
     model.release_graphs()
     return out
+
+
+def runner_profile(fn: Any, device: torch.device, iters: int, top: int = 14) -> list[dict[str, Any]]:
+    """cProfile of ``iters`` synchronised runner calls: the functions with the most own time (us per call)."""
+    import cProfile
+    import pstats
+
+    pr = cProfile.Profile()
+    for _ in range(iters):
+        sync(device)
+        pr.enable()
+        fn()
+        pr.disable()
+    sync(device)
+    rows = []
+    for (file, line, name), (_cc, nc, tt, ct, _callers) in pstats.Stats(pr).stats.items():  # type: ignore[attr-defined]
+        short = file.split("site-packages/")[-1].split("libreyolo/", 1)[-1]
+        rows.append({"function": f"{short}:{line}({name})", "calls": round(nc / iters, 2),
+                     "own_us": round(tt / iters * 1e6, 1), "cum_us": round(ct / iters * 1e6, 1)})
+    rows.sort(key=lambda r: -r["own_us"])
+    return rows[:top]
 
 
 class Phases:
@@ -283,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
               "runner_pipelined_ms": (v.get("runner") or {}).get("pipelined_ms"), "error": v.get("error")}
              for k, v in yolo.items()]
     md.append(md_table(yrows, list(yrows[0])))
+    for k, v in yolo.items():
+        if v.get("runner_profile"):
+            md.append(f"\n### {k}: predict's runner call, functions with the most own time (cProfile, us per call)\n")
+            md.append(md_table(v["runner_profile"], ["function", "calls", "own_us", "cum_us"]))
     md.append("\n## One predict(cuda_graph=True) call by phase (ms, medians; each phase ends at the named point)\n")
     prow = [{"arm": k, **v} for k, v in phases.items()]
     md.append(md_table(prow, list(prow[0])))
