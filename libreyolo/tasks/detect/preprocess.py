@@ -101,8 +101,11 @@ def normalized(x: Tensor, *, dtype: torch.dtype, memory_format: torch.memory_for
     The quotient is formed in float32 and rounded once to ``dtype``, which is what casting first
     and dividing in ``dtype`` computes too (0..255 are exact in every float type, and a half
     division runs in float32): the same bits as ``x.to(dtype, memory_format=...).div_(255.0)``
-    (tests/unit/engine/test_host_path.py; on CUDA tests/gpu/test_graphs_predict.py), one launch
-    fewer per batch.
+    (tests/unit/engine/test_host_path.py, CPU), one launch fewer per batch. ATen's CUDA division
+    by a host scalar multiplies by its float32 reciprocal in both forms; the CUDA test
+    (tests/gpu/test_graphs_predict.py) was written in session S but has not run yet (its file
+    timed out first). Eager and graph prediction share this preprocessing, so graph parity is
+    unaffected either way.
     """
     out = torch.empty(x.shape, dtype=dtype, device=x.device, memory_format=memory_format)
     return torch.div(x, 255.0, out=out)
