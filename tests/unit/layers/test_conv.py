@@ -117,7 +117,7 @@ def test_fused_block_skips_its_child_module_calls_with_the_same_bits(act):
             slow = block.act(block.conv(x))
         assert torch.equal(fast, slow)
         calls = []
-        block.conv.register_forward_pre_hook(lambda m, a: calls.append(m))
+        block.conv.register_forward_pre_hook(lambda m, a, calls=calls: calls.append(m))
         with torch.no_grad():
             hooked = block(x)
         assert calls == [block.conv], "with a hook on the conv the module path must run (and call it)"
