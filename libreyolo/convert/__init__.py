@@ -66,7 +66,7 @@ _LABELS = {"ultralytics": "an Ultralytics", "timm": "a timm", "transformers": "a
            "basicsr": "a BasicSR (NAFNet / Real-ESRGAN)", "super_gradients": "a super-gradients",
            "mmdet": "an mmdetection RTMDet",
            "darknet": "a Darknet .weights", "depth_anything_3": "a Depth Anything 3", "birefnet": "a BiRefNet",
-           "dinov2_seg": "a DINOv2 linear segmentation head"}
+           "dinov2_seg": "a DINOv2 linear segmentation head", "pidnet": "a PIDNet reference"}
 
 
 def _readers() -> tuple[Any, ...]:
@@ -76,6 +76,7 @@ def _readers() -> tuple[Any, ...]:
     from . import depth_anything3 as da3_reader
     from . import dinov2_seg as dinov2_seg_reader
     from . import mmdet as mmdet_reader
+    from . import pidnet as pidnet_reader
     from . import super_gradients as sg_reader
     from . import timm as timm_reader
     from . import transformers as hf_reader
@@ -83,7 +84,7 @@ def _readers() -> tuple[Any, ...]:
     from . import yolox as yolox_reader
 
     return (ul_reader, timm_reader, birefnet_reader, hf_reader, yolox_reader, basicsr_reader, sg_reader, mmdet_reader,
-            darknet_reader, da3_reader, dinov2_seg_reader)  # birefnet before transformers: its Hub files may have a config.json
+            darknet_reader, da3_reader, dinov2_seg_reader, pidnet_reader)  # birefnet before transformers: its Hub files may have a config.json
 
 
 def detect_format(path: str | Path) -> str | None:

@@ -8,8 +8,7 @@ module ``spp.scale<k>`` (k = 1..4) -> ``spp.scales.<k-1>`` and ``spp.scale_proce
 ``spp.process`` (``spp.scale0``, ``spp.compression``, ``spp.shortcut`` keep their names). Every
 tensor keeps its shape; the loss's buffers of a training checkpoint (``loss.*``) are dropped.
 
-No reader recognises the reference's ``.pt`` files on disk yet: the converter runs on a
-:class:`~libreyolo.convert.ForeignWeights` with ``source="pidnet"`` built from its state dict.
+The reference's ``.pt`` / ``.pth.tar`` files on disk are recognised by :mod:`libreyolo.convert.pidnet`.
 """
 
 from __future__ import annotations

@@ -165,3 +165,29 @@ def test_converter_on_a_state_dict_with_the_reference_names() -> None:
     bad["model.spp.extra.weight"] = torch.zeros(1)
     with pytest.raises(CheckpointError, match="spp.extra"):
         convert_foreign(ForeignWeights(source="pidnet", arch="pidnet_s", state_dict=bad, path="<memory>"))
+
+
+def test_reference_files_on_disk_load_through_libreyolo(tmp_path: Path) -> None:
+    """A ``best.pt`` as the reference's train.py writes it (the wrapper's state dict) and a
+    ``checkpoint.pth.tar`` (under ``"state_dict"`` beside epoch / optimiser values) are recognised
+    and load bit for bit; a file without PIDNet's keys is not taken for one."""
+    from libreyolo import LibreYOLO
+    from libreyolo.convert import detect_format
+
+    torch.manual_seed(3)
+    src_net = build_pidnet(size="s", nc=19)
+    ref = _reference_spelling(src_net.state_dict())
+    best, ckpt, other = tmp_path / "best.pt", tmp_path / "checkpoint.pth.tar", tmp_path / "other.pt"
+    torch.save(ref, best)
+    torch.save({"epoch": 3, "best_mIoU": 0.5, "state_dict": ref, "optimizer": {"state": {}, "param_groups": []}}, ckpt)
+    torch.save({"conv1.0.weight": torch.zeros(1)}, other)
+    assert detect_format(best) == detect_format(ckpt) == "pidnet" and detect_format(other) is None
+    x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(4))
+    for path in (best, ckpt):
+        model = LibreYOLO(str(path))
+        assert (model.FAMILY, model.size, model.nc) == ("pidnet", "s", 19)
+        own = model.net.state_dict()
+        for k, v in src_net.state_dict().items():
+            assert torch.equal(own[k], v), k
+        with torch.no_grad():
+            assert torch.equal(model.net.eval()(x), src_net.eval()(x))
