@@ -9,7 +9,7 @@ plain state dicts). The mapping onto our networks lives with each family, in
 - ``SOURCES``: the origins it can read (``"ultralytics"``, ``"timm"``, ...);
 - ``match(foreign) -> (size, nc) | None``: whether this checkpoint is of that family;
 - ``EXPLICIT_ONLY`` (optional): match only when the family is asked for by name (a second family
-  of the same network);
+  of the same network); a callable ``(foreign) -> bool`` decides it per file;
 - ``convert_state_dict(src, own, *, arch) -> state dict``: the renamed (reshaped) tensors for a
   network whose ``state_dict()`` is ``own`` (``arch`` is what the file calls its architecture), raising :class:`~libreyolo.errors.CheckpointError` that
   names the first key that does not fit.
@@ -66,7 +66,8 @@ _LABELS = {"ultralytics": "an Ultralytics", "timm": "a timm", "transformers": "a
            "basicsr": "a BasicSR (NAFNet / Real-ESRGAN)", "super_gradients": "a super-gradients",
            "mmdet": "an mmdetection RTMDet",
            "darknet": "a Darknet .weights", "depth_anything_3": "a Depth Anything 3", "birefnet": "a BiRefNet",
-           "dinov2_seg": "a DINOv2 linear segmentation head", "pidnet": "a PIDNet reference"}
+           "dinov2_seg": "a DINOv2 linear segmentation head", "pidnet": "a PIDNet reference",
+           "dfine_release": "an original D-FINE / DEIM release"}
 
 
 def _readers() -> tuple[Any, ...]:
@@ -74,6 +75,7 @@ def _readers() -> tuple[Any, ...]:
     from . import birefnet as birefnet_reader
     from . import darknet as darknet_reader
     from . import depth_anything3 as da3_reader
+    from . import dfine_release as dfine_release_reader
     from . import dinov2_seg as dinov2_seg_reader
     from . import mmdet as mmdet_reader
     from . import pidnet as pidnet_reader
@@ -84,7 +86,8 @@ def _readers() -> tuple[Any, ...]:
     from . import yolox as yolox_reader
 
     return (ul_reader, timm_reader, birefnet_reader, hf_reader, yolox_reader, basicsr_reader, sg_reader, mmdet_reader,
-            darknet_reader, da3_reader, dinov2_seg_reader, pidnet_reader)  # birefnet before transformers: its Hub files may have a config.json
+            darknet_reader, da3_reader, dinov2_seg_reader, pidnet_reader,
+            dfine_release_reader)  # birefnet before transformers: its Hub files may have a config.json
 
 
 def detect_format(path: str | Path) -> str | None:
@@ -139,7 +142,8 @@ def convert_foreign(fw: ForeignWeights, *, family: str | None = None) -> Family:
         mod = _convert_module(cls)
         if mod is None or fw.source not in getattr(mod, "SOURCES", ()):
             continue
-        if family is None and getattr(mod, "EXPLICIT_ONLY", False):
+        explicit = getattr(mod, "EXPLICIT_ONLY", False)
+        if family is None and (explicit(fw) if callable(explicit) else explicit):
             continue  # reads these files only when asked for by name
         tried.append(name)
         found = mod.match(fw)
