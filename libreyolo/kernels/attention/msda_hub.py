@@ -147,12 +147,14 @@ def default_loader(repo_id: str, revision: str) -> ModuleType:
 
 def local_loader(path: str | Path, *, package_name: str = PACKAGE_NAME) -> HubLoader:
     """A loader reading a local kernel repository instead of the Hub (auditing a snapshot on a
-    machine without network). With ``kernels`` installed it uses ``kernels.get_local_kernel``;
-    otherwise it imports a pure-Python ``build/torch-universal/<package_name>/__init__.py``."""
+    machine without network). With a ``kernels`` release of the supported range installed it
+    uses ``kernels.get_local_kernel(root, package_name)``; otherwise (no ``kernels``, or a release
+    outside the range, whose ``get_local_kernel`` takes other arguments: 0.19 takes the folder
+    only) it imports a pure-Python ``build/torch-universal/<package_name>/__init__.py``."""
     root = Path(path)
 
     def load(repo_id: str, revision: str) -> ModuleType:
-        if _kernels_installed():
+        if _kernels_installed() and _in_supported_range(kernels_version()):
             kernels = importlib.import_module("kernels")
             return kernels.get_local_kernel(root, package_name)
         init = root / "build" / "torch-universal" / package_name / "__init__.py"
@@ -200,6 +202,14 @@ def configure(
         _state.loader, _state.revision, _state.devices = loader, revision, frozenset(devices)
         _state.module = None
     registry.clear_cache()
+
+
+def _in_supported_range(version: tuple[int, ...] | None) -> bool:
+    """Whether ``version`` is in the optional extra's range (either resolution path)."""
+    if version is None:
+        return False
+    (lo, hi), (slo, shi) = KERNELS_SHA_REVISION, KERNELS_SNAPSHOT
+    return lo <= version < hi or slo <= version < shi
 
 
 def revision() -> str | None:

@@ -347,3 +347,26 @@ def test_hub_is_tried_before_triton(hub, make_inputs, monkeypatch):
     monkeypatch.setenv("LIBREYOLO_KERNELS", "triton")  # CPU tensors take the interpreter only when asked for
     registry.clear_cache()
     assert registry.resolve_name(OP, *args) == "triton"
+
+
+def test_local_folder_loads_beside_a_kernels_release_outside_the_range(hub, make_inputs, monkeypatch):
+    """transformers 5.25 installs ``kernels`` 0.19, whose ``get_local_kernel`` takes the folder
+    only: the local loader imports the folder itself there, and the Hub loader declines that
+    release with the range in its message (nothing is fetched)."""
+    msda_hub, folder = hub
+    fake = types.ModuleType("kernels")
+
+    def get_local_kernel(repo_path, *, backend=None):  # the 0.19 signature
+        raise AssertionError("a release outside the range must not be used")
+
+    fake.get_local_kernel = get_local_kernel
+    monkeypatch.setitem(sys.modules, "kernels", fake)
+    monkeypatch.setattr(msda_hub, "_kernels_installed", lambda: True)
+    monkeypatch.setattr(msda_hub, "kernels_version", lambda: (0, 19, 1))
+    msda_hub.configure(loader=msda_hub.local_loader(folder), revision="a" * 40, devices=frozenset({"cpu"}))
+    _, args, layout = _args(make_inputs)
+    assert registry.resolve_name(OP, *args) == "hub"
+    ms_deform_attn(args[0], layout, args[3], args[4])
+    assert [c[0] for c in msda_hub.loaded().CALLS] == ["forward"]
+    with pytest.raises(RuntimeError, match="outside the supported range"):
+        msda_hub.default_loader(msda_hub.HUB_REPO, "a" * 40)
