@@ -129,7 +129,8 @@ def test_tests_and_benchmarks_do_not_import_each_other_by_path():
 
 # A test that puts a checkout of a reference implementation (not tests/ or benchmarks/) on sys.path.
 _REFERENCE_CHECKOUTS = {"tests/unit/convert/test_yolo9_original.py": "imports the original YOLOv9 repository",
-                        "tests/unit/convert/_sg_source.py": "loads super-gradients' network source files (the package itself cannot be imported)"}
+                        "tests/unit/convert/_sg_source.py": "loads super-gradients' network source files (the package itself cannot be imported)",
+                        "tests/unit/convert/test_dfine_original.py": "loads the original D-FINE repository's source files"}
 
 
 def test_tests_import_their_helpers_without_path_hacks():
