@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
 from . import ForeignWeights, torchsave
 
 SOURCE = "basicsr"
@@ -61,13 +60,7 @@ def recognise(path: Path) -> bool:
 
 def read(path: Path) -> ForeignWeights:
     """:class:`ForeignWeights` of a BasicSR-style checkpoint (module docstring)."""
-    try:
-        sd = state_dict_of(torchsave.load(path))
-    except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
-        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {type(e).__name__}); "
-                              "use another copy or download it again.") from e
-    if sd is None:
-        raise CheckpointError(f"'{path}' holds no NAFNet or RRDBNet state dict.")
+    sd = torchsave.read(path, state_dict_of, holds_no="NAFNet or RRDBNet state dict")
     arch = arch_of(sd) or ""
     return ForeignWeights(source=SOURCE, arch=arch, state_dict=dict(sd), path=str(path),
                           licence=_LICENCES.get(arch, ""))

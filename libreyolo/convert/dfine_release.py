@@ -21,7 +21,6 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
 from . import ForeignWeights, torchsave
 
 logger = logging.getLogger(__name__)
@@ -51,14 +50,8 @@ def recognise(path: Path) -> bool:
 
 def read(path: Path) -> ForeignWeights:
     """:class:`ForeignWeights` of an original D-FINE / DEIM release file (module docstring)."""
-    try:
-        found = _weights(torchsave.load(path))
-    except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
-        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {type(e).__name__}); "
-                              "use another copy or download it again.") from e
-    if found is None:
-        raise CheckpointError(f"'{path}' holds no original D-FINE / DEIM state dict (under \"ema\"/\"module\" or "
-                              "\"model\").")
+    found = torchsave.read(path, _weights,
+                           holds_no='original D-FINE / DEIM state dict (under "ema"/"module" or "model")')
     which, sd = found
     arch = "deim_dfine" if "deim" in Path(path).name.lower() else "dfine"
     logger.info("'%s': %s weights of an original %s checkpoint", path, which, arch)

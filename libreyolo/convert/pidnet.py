@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
 from . import ForeignWeights, torchsave
 
 SOURCE = "pidnet"
@@ -44,12 +43,6 @@ def recognise(path: Path) -> bool:
 
 def read(path: Path) -> ForeignWeights:
     """:class:`ForeignWeights` of a PIDNet reference checkpoint (module docstring)."""
-    try:
-        sd = _state_dict(torchsave.load(path))
-    except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
-        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {type(e).__name__}); "
-                              "use another copy or download it again.") from e
-    if sd is None:
-        raise CheckpointError(f"'{path}' holds no PIDNet state dict (no {' / '.join(_MARKERS)}).")
+    sd = torchsave.read(path, _state_dict, holds_no=f"PIDNet state dict (no {' / '.join(_MARKERS)})")
     return ForeignWeights(source=SOURCE, arch="pidnet", state_dict=dict(sd), path=str(path),
                           licence="the XuJiacong/PIDNet repository's terms (not stated in the file)")

@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
 from . import ForeignWeights, torchsave
 
 SOURCE = "super_gradients"
@@ -39,12 +38,6 @@ def recognise(path: Path) -> bool:
 
 def read(path: Path) -> ForeignWeights:
     """:class:`ForeignWeights` of a super-gradients YOLO-NAS checkpoint (module docstring)."""
-    try:
-        sd = _state_dict(torchsave.load(path))
-    except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
-        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {type(e).__name__}); "
-                              "use another copy or download it again.") from e
-    if sd is None:
-        raise CheckpointError(f"'{path}' holds no super-gradients YOLO-NAS state dict.")
+    sd = torchsave.read(path, _state_dict, holds_no="super-gradients YOLO-NAS state dict")
     return ForeignWeights(source=SOURCE, arch="yolo_nas", state_dict=sd, path=str(path),
                           licence="Deci YOLO-NAS weights licence (non-commercial; see super-gradients LICENSE.YOLONAS.md)")

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from ..errors import CheckpointError
+
 
 def load(path: Path) -> Any:
     """``torch.load(path, weights_only=True)`` onto the CPU: tensors and plain values only."""
@@ -55,3 +57,18 @@ def marked_state_dict(obj: Any, markers: Iterable[str], *, under: str = "state_d
     if isinstance(sd, dict) and all(k in sd for k in markers) and all(isinstance(v, torch.Tensor) for v in sd.values()):
         return sd
     return None
+
+
+def read(path: Path, found_in: Callable[[Any], Any], *, holds_no: str) -> Any:
+    """``found_in(load(path))``: what a reader takes from the archive (a state dict, or a tuple
+    holding one). A file that cannot be loaded, or whose loaded object yields ``None``, raises
+    :class:`~libreyolo.errors.CheckpointError` in one sentence (``holds_no`` says what was looked for).
+    """
+    try:
+        found = found_in(load(path))
+    except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
+        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {type(e).__name__}); "
+                              "use another copy or download it again.") from e
+    if found is None:
+        raise CheckpointError(f"'{path}' holds no {holds_no}.")
+    return found

@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
 from . import ForeignWeights, torchsave
 
 SOURCE = "yolox"
@@ -28,12 +27,6 @@ def recognise(path: Path) -> bool:
 
 def read(path: Path) -> ForeignWeights:
     """:class:`ForeignWeights` of an official YOLOX checkpoint (module docstring)."""
-    try:
-        sd = _state_dict(torchsave.load(path))
-    except Exception as e:  # noqa: BLE001 - every read failure becomes one sentence
-        raise CheckpointError(f"'{path}' is not a readable checkpoint (truncated or corrupt: {type(e).__name__}); "
-                              "use another copy or download it again.") from e
-    if sd is None:
-        raise CheckpointError(f"'{path}' holds no YOLOX state dict.")
+    sd = torchsave.read(path, _state_dict, holds_no="YOLOX state dict")
     return ForeignWeights(source=SOURCE, arch="yolox", state_dict=dict(sd), path=str(path),
                           licence="Apache-2.0 (official YOLOX weights)")
