@@ -29,8 +29,8 @@ from benchmarks._common import md_table, write_result  # noqa: E402
 
 KINDS = (  # first match wins
     ("layout", re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", re.I)),  # cuDNN's format transforms
+    ("triton", re.compile(r"^triton_|^_bias_")),  # Inductor's kernels and the bias_act provider's
     ("conv", re.compile(r"conv|cudnn|implicit_gemm|xmma|cutlass|sm\d+_|nhwc|nchw.*kernel|gemm|wgrad|dgrad", re.I)),
-    ("triton", re.compile(r"^triton_")),
     ("concat", re.compile(r"cat|CatArray", re.I)),
     ("resample", re.compile(r"upsample|interpolate|nearest", re.I)),
     ("copy", re.compile(r"copy|Memcpy|Memset|contiguous", re.I)),

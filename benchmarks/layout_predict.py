@@ -8,15 +8,16 @@ its captured prediction graph uses the fused bias + SiLU conv epilogue is anothe
 times them interleaved, in one process:
 
 * ``nchw``: fused, cast, contiguous (NCHW) format;
-* ``cl``: the same in channels-last;
-* ``cl_ba``: channels-last with the fused bias + SiLU epilogue inside the captured graph
-  (only families built on ``ConvBNAct`` with SiLU have pairs to fuse; elsewhere it equals ``cl``).
+* ``nchw_ba``: the same with the fused bias + SiLU epilogue inside the captured graph (only
+  families built on ``ConvBNAct`` with SiLU have pairs to fuse; elsewhere it equals ``nchw``);
+* ``cl``, ``cl_ba``: the same two in channels-last.
 
 For each arm and dtype (float16, float32): the graph network step (CUDA events over back-to-back
 replays, the runner predict uses, medians of interleaved rounds after warm-up) and the eager
 forward step. The recommendation per family: channels-last when the geometric mean over the two
 dtypes of the graph step ratio cl / nchw is below ``--win`` (0.97) and neither dtype is more than
-5 % slower; the epilogue when cl_ba / cl is below ``--win`` the same way. The flags are then
+5 % slower; the epilogue when, in the chosen layout, ``*_ba`` / the same layout without it passes
+the same test. The flags are then
 set in the families by hand, and their parity rows regenerated (benchmarks/parity_predict.py).
 
     python3 benchmarks/layout_predict.py --out benchmarks/results/layout
@@ -53,7 +54,7 @@ DEFAULT = ("yolo9:t:640 yolo9_seg:t:640 yolo9_pose:t:640 yolo9_p2:t:640 yolo9_e2
            "rtdetrv2:first:640 dfine:n:640 deim:first:640 deimv2:first:640 rtdetrv4:first:640 "
            "resnet:first:224 convnext:first:224 efficientnetv2:first:224 mobilenetv4:first:224 "
            "segformer:first:512 pidnet:first:512 nafnet:first:256 esrgan:first:256")
-ARMS = ("nchw", "cl", "cl_ba")
+ARMS = ("nchw", "nchw_ba", "cl", "cl_ba")
 DTYPES = {"float16": torch.float16, "float32": torch.float32}
 
 
@@ -61,11 +62,11 @@ def build_arm(model: Any, arm: str, dtype: torch.dtype) -> Any:
     """The prepared twin of ``model`` for one arm: fused, weights in ``dtype``, the arm's layout."""
     from libreyolo.models._base.inference import PrepSpec, build_twin
 
-    spec = PrepSpec(fuse=True, dtype=dtype, channels_last=arm != "nchw", device=str(model.device))
+    spec = PrepSpec(fuse=True, dtype=dtype, channels_last=arm.startswith("cl"), device=str(model.device))
     twin = build_twin(model, spec)
     if twin is model:  # fp32 NCHW of an unfused model: build_twin made no copy; fuse one anyway
         twin = build_twin(model, PrepSpec(fuse=True, dtype=dtype, channels_last=False, device=spec.device))
-    twin.GRAPH_BIAS_ACT = arm == "cl_ba"  # instance attribute: the runner reads it at capture
+    twin.GRAPH_BIAS_ACT = arm.endswith("_ba")  # instance attribute: the runner reads it at capture
     return twin
 
 
@@ -98,7 +99,7 @@ def measure_family(name: str, size: str, side: int, *, rounds: int, inner: int, 
                 continue  # autocast families keep fp32 weights: the layout question is the fp32 one
             for arm in ARMS:
                 twin = build_arm(model, arm, dtype)
-                fmt = torch.channels_last if arm != "nchw" else torch.contiguous_format
+                fmt = torch.channels_last if arm.startswith("cl") else torch.contiguous_format
                 x = probe_batch("image", (1, 3, side, side), device=device, seed=1).to(dtype, memory_format=fmt)
                 runner = PredictGraphs(twin, force=True, capacity=1)
                 try:
@@ -145,10 +146,12 @@ def recommend(row: dict[str, Any], win: float) -> dict[str, Any]:
         return bool(r) and math.exp(statistics.fmean(math.log(v) for v in r.values())) < win \
             and max(r.values()) <= 1.05
 
-    cl, ba = _ratio(row, "cl", "nchw"), _ratio(row, "cl_ba", "cl")
-    row["cl_over_nchw"], row["ba_over_cl"] = cl, ba
+    cl = _ratio(row, "cl", "nchw")
+    row["cl_over_nchw"], row["ba_over_cl"], row["ba_over_nchw"] = cl, _ratio(row, "cl_ba", "cl"), _ratio(row, "nchw_ba", "nchw")
     row["cl_over_nchw_eager"] = _ratio(row, "cl", "nchw", "eager")
-    row["recommend"] = {"INFER_CHANNELS_LAST": wins(cl), "GRAPH_BIAS_ACT": wins(cl) and wins(ba)}
+    layout = wins(cl)
+    row["recommend"] = {"INFER_CHANNELS_LAST": layout,
+                        "GRAPH_BIAS_ACT": wins(row["ba_over_cl"] if layout else row["ba_over_nchw"])}
     return row
 
 
@@ -181,15 +184,16 @@ def main(argv: list[str] | None = None) -> int:
                                                                  "recommend", "error")}))
         write_result(out / "layout_predict.json", numbers={"win": args.win, "rows": rows})
     table = [{"family": r["family"], "size": r.get("size"), "imgsz": r.get("imgsz"),
-              "fp16 nchw / cl / cl_ba ms": " / ".join(str(r.get(f"float16_{a}_graph_ms", "-")) for a in ARMS),
-              "fp32 nchw / cl / cl_ba ms": " / ".join(str(r.get(f"float32_{a}_graph_ms", "-")) for a in ARMS),
-              "cl/nchw": r.get("cl_over_nchw"), "ba/cl": r.get("ba_over_cl"),
+              "fp16 nchw / nchw_ba / cl / cl_ba ms": " / ".join(str(r.get(f"float16_{a}_graph_ms", "-")) for a in ARMS),
+              "fp32 nchw / nchw_ba / cl / cl_ba ms": " / ".join(str(r.get(f"float32_{a}_graph_ms", "-")) for a in ARMS),
+              "cl/nchw": r.get("cl_over_nchw"), "ba/cl": r.get("ba_over_cl"), "ba/nchw": r.get("ba_over_nchw"),
               "eager cl/nchw": r.get("cl_over_nchw_eager"),
               "flags now": r.get("flags_now"), "recommended": r.get("recommend", r.get("error"))} for r in rows]
     md = ["# Prepared-model layout per family (graph network step, batch 1)", "",
           md_table(table, list(table[0])) if table else "(no rows)", "",
           f"Channels-last is recommended where the geometric mean of cl / nchw over the dtypes is below "
-          f"{args.win} and no dtype is more than 5 % slower; the fused bias + SiLU epilogue likewise on ba / cl.", ""]
+          f"{args.win} and no dtype is more than 5 % slower; the fused bias + SiLU epilogue likewise on ba / cl "
+          f"(channels-last) or ba / nchw.", ""]
     write_result(out / "layout_predict.json", numbers={"win": args.win, "rows": rows}, markdown="\n".join(md))
     return 0
 

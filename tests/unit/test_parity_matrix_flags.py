@@ -83,3 +83,23 @@ def test_matrix_environment_names_the_commit_the_runner_sent(monkeypatch):
     assert environment(commit="def5678")["commit"] == "def5678"
     monkeypatch.delenv("LIBREYOLO_COMMIT")
     assert environment()["commit"] not in ("", "abc1234")
+
+
+@pytest.mark.parametrize("name", sorted(families()))
+def test_rows_were_captured_with_the_prepared_model_the_flags_describe(name):
+    """Parity is proven on the prepared model ``predict`` runs: a family's rows must have been
+    captured in the layout (``INFER_CHANNELS_LAST``) and with the conv epilogue
+    (``GRAPH_BIAS_ACT``) its flags now select, so flipping a flag forces new rows. Architecture
+    variant rows (``arch``) are checked for the layout only: they prove refusals and other
+    variants, some were captured before the fused epilogue existed."""
+    cls = families()[name]
+    rows = [r for r in _rows() if r["family"] == name and "prepared" in r]
+    for r in rows:
+        where = f"{name}-{r['size']} {r['dtype']} ({r.get('commit')})"
+        assert r["prepared"]["channels_last"] is bool(cls.INFER_CHANNELS_LAST), (
+            f"{where}: captured with channels_last={r['prepared']['channels_last']}, the flag is "
+            f"{cls.INFER_CHANNELS_LAST}; regenerate the rows (benchmarks/parity_predict.py --merge)")
+        if r.get("arch") or r.get("result") != "pass":
+            continue
+        assert bool(r.get("bias_act")) is bool(cls.GRAPH_BIAS_ACT), (
+            f"{where}: captured with bias_act={bool(r.get('bias_act'))}, GRAPH_BIAS_ACT is {cls.GRAPH_BIAS_ACT}")

@@ -13,6 +13,7 @@ from .._base.restore import RestoreFamily
 class ESRGAN(RestoreFamily):
     FAMILY: ClassVar[str] = "esrgan"
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (360bf40: every row bitwise)
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c): graph step cl / nchw below 0.97
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (360bf40)
     NAME_TOKEN: ClassVar[str] = "RealESRGAN"  # LibreRealESRGAN<size>-restore.pt
     SIZES: ClassVar[tuple[str, ...]] = ("x4b6", "x4")

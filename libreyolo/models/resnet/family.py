@@ -14,6 +14,7 @@ class ResNet(ClassifyFamily):
     NAME_TOKEN: ClassVar[str] = "ResNet"  # LibreResNet<size>-cls.pt
     SIZES: ClassVar[tuple[str, ...]] = ("18", "50")
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c): graph step cl / nchw below 0.97
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
 
     @classmethod

@@ -19,6 +19,7 @@ class RTDETR(EncoderDecoderFamily):
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (seam: trunk captured)
     INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/peer (graph step fp16 and fp32)
+    GRAPH_BIAS_ACT: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c); parity rows regenerated with it
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:

@@ -15,6 +15,7 @@ class SegFormer(SemanticFamily):
     SIZES: ClassVar[tuple[str, ...]] = ("b0", "b1")
     DEFAULT_IMGSZ: ClassVar[int] = 512
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (7959233: 4/4 rows bitwise)
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c): graph step cl / nchw below 0.97
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = (
         "step-zero loss bit-identical in 2 of 4 rows (docs/cuda-graph-training-parity.json, 45c0b06, with the "

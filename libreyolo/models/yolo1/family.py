@@ -50,6 +50,7 @@ class YOLO1(Family):
     FAMILY: ClassVar[str] = "yolo1"
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c): graph step cl / nchw below 0.97
     NAME_TOKEN: ClassVar[str] = "YOLO1"
     TASKS: ClassVar[tuple[str, ...]] = ("detect",)
     SIZES: ClassVar[tuple[str, ...]] = SIZES

@@ -18,6 +18,7 @@ class YOLO2(DarknetFamily):
     FAMILY: ClassVar[str] = "yolo2"
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c): graph step cl / nchw below 0.97
     NAME_TOKEN: ClassVar[str] = "YOLO2"
     SIZES: ClassVar[tuple[str, ...]] = SIZES
     DEFAULT_IMGSZ: ClassVar[int] = IMGSZ

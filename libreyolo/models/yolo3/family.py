@@ -16,6 +16,7 @@ class YOLO3(DarknetFamily):
     best-anchor assignment with the 0.5 ignore threshold (see ``README.md``)."""
 
     FAMILY: ClassVar[str] = "yolo3"
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c): graph step cl / nchw below 0.97
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     NAME_TOKEN: ClassVar[str] = "YOLO3"
     SIZES: ClassVar[tuple[str, ...]] = SIZES

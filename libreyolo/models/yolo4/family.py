@@ -16,6 +16,7 @@ class YOLO4(DarknetFamily):
     shape-IoU > 0.213 assigned besides the best one (the cfg's ``iou_thresh``), ignore 0.5."""
 
     FAMILY: ClassVar[str] = "yolo4"
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c): graph step cl / nchw below 0.97
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     NAME_TOKEN: ClassVar[str] = "YOLO4"
     SIZES: ClassVar[tuple[str, ...]] = SIZES

@@ -18,6 +18,8 @@ class YOLO9E2E(GELANFamily):
     # one-to-one head first (the predicting head; validation scores it alone), then one-to-many
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("box", "cls", "dfl", "o2m_box", "o2m_cls", "o2m_dfl")
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (2ec587a: 4/4 bitwise)
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c): graph step cl / nchw below 0.97
+    GRAPH_BIAS_ACT: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c); parity rows regenerated with it
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (2ec587a: 4/4)
     # The captured decode is the whole selection (top-k with k = the default max_det); only the
     # conf threshold runs after it, never NMS.

@@ -16,6 +16,8 @@ class YOLO9P2(BoxGroupsArch, GELANFamily):
     SIZES: ClassVar[tuple[str, ...]] = ("t", "s")
     OUTPUT_NAMES: ClassVar[tuple[str, ...]] = ("raw_p2", "raw_p3", "raw_p4", "raw_p5")  # strides 4, 8, 16, 32
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (2ec587a: 4/4 bitwise)
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c): graph step cl / nchw below 0.97
+    GRAPH_BIAS_ACT: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c); parity rows regenerated with it
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (2ec587a: 4/4)
 
     @classmethod

@@ -29,6 +29,7 @@ class YOLONAS(DenseFamily):
     DECODE_TOPK: ClassVar[int] = 1000  # upstream's num_pre_nms_predictions
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (58331d9: every row bitwise)
+    INFER_CHANNELS_LAST: ClassVar[bool] = True  # benchmarks/results/layout/layout_predict.json (f71707c): graph step cl / nchw below 0.97
     # With randomised BatchNorm statistics the untrained probe model's output barely depends on its
     # input (largest difference between the two parity probes 3e-3 for s at 320 px, below fp16's
     # resolution at the outputs' magnitude); calibrated statistics give differences of 3 (s) to 24 (l).

@@ -20,6 +20,7 @@ def _row(ms):
 
 def test_channels_last_is_recommended_only_when_it_wins_in_both_dtypes(layout):
     wins = layout.recommend(_row({("float16", "nchw"): 2.0, ("float16", "cl"): 1.5, ("float16", "cl_ba"): 1.2,
+                                   ("float16", "nchw_ba"): 2.0, ("float32", "nchw_ba"): 3.0,
                                     ("float32", "nchw"): 3.0, ("float32", "cl"): 2.9, ("float32", "cl_ba"): 2.9}),
                             0.97)
     assert wins["recommend"] == {"INFER_CHANNELS_LAST": True, "GRAPH_BIAS_ACT": True}
@@ -29,6 +30,11 @@ def test_channels_last_is_recommended_only_when_it_wins_in_both_dtypes(layout):
                                      ("float32", "nchw"): 3.0, ("float32", "cl"): 3.3, ("float32", "cl_ba"): 3.3}),
                              0.97)
     assert mixed["recommend"] == {"INFER_CHANNELS_LAST": False, "GRAPH_BIAS_ACT": False}
+    # NCHW kept, and its own epilogue arm decides the epilogue (not the channels-last one)
+    nchw = layout.recommend(_row({("float16", "nchw"): 1.0, ("float16", "nchw_ba"): 0.8, ("float16", "cl"): 1.2,
+                                  ("float16", "cl_ba"): 1.0, ("float32", "nchw"): 1.0, ("float32", "nchw_ba"): 0.9,
+                                  ("float32", "cl"): 1.1, ("float32", "cl_ba"): 1.1}), 0.97)
+    assert nchw["recommend"] == {"INFER_CHANNELS_LAST": False, "GRAPH_BIAS_ACT": True}
     # a tie is not a win, and no timing is no recommendation
     tie = layout.recommend(_row({("float32", "nchw"): 1.0, ("float32", "cl"): 0.99, ("float32", "cl_ba"): 0.99}), 0.97)
     assert tie["recommend"]["INFER_CHANNELS_LAST"] is False
@@ -43,11 +49,11 @@ def test_every_arm_is_a_fused_cast_twin_with_its_layout(layout):
     for arm in layout.ARMS:
         twin = layout.build_arm(model, arm, torch.bfloat16)
         assert twin is not model and twin.fused and not model.fused
-        assert twin.prep_spec.channels_last is (arm != "nchw")
-        assert twin.GRAPH_BIAS_ACT is (arm == "cl_ba")
+        assert twin.prep_spec.channels_last is arm.startswith("cl")
+        assert twin.GRAPH_BIAS_ACT is arm.endswith("_ba")
         conv = next(m for m in twin.net.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3))
         assert conv.weight.dtype == torch.bfloat16
-        assert conv.weight.is_contiguous(memory_format=torch.channels_last) is (arm != "nchw")
+        assert conv.weight.is_contiguous(memory_format=torch.channels_last) is arm.startswith("cl")
     # the family's own flags are untouched by the arms
     assert type(model).GRAPH_BIAS_ACT is True and "GRAPH_BIAS_ACT" not in vars(model)
     # fp32 NCHW still builds a fused copy (build_twin alone would return the model itself)
