@@ -4,7 +4,7 @@ Issue 16 asks for the prepared half model's graph step to be no slower than
 ``torch.compile(mode="reduce-overhead")`` of the same network. ``bench_predict`` shows compile
 ahead on every row with a compile arm; this script says where: it profiles a few replays of the
 prediction graph (the runner ``predict`` uses) and of the compiled network, and groups each side's
-GPU kernels into kinds (layout transforms, convolution, Triton, elementwise, concatenation, resampling, copies,
+GPU kernels into kinds (layout transforms, pooling, convolution, Triton, elementwise, concatenation, resampling, copies,
 reductions, other) with their count and summed time per step, plus the ten costliest kernel names.
 
     python3 benchmarks/kernel_census.py --out benchmarks/results/profile --model yolo9:t --imgsz 480x640
@@ -30,6 +30,7 @@ from benchmarks._common import md_table, write_result  # noqa: E402
 KINDS = (  # first match wins
     ("layout", re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", re.I)),  # cuDNN's format transforms
     ("triton", re.compile(r"^triton_|^_bias_")),  # Inductor's kernels and the bias_act provider's
+    ("pool", re.compile(r"pool", re.I)),
     ("conv", re.compile(r"conv|cudnn|implicit_gemm|xmma|cutlass|sm\d+_|nhwc|nchw.*kernel|gemm|wgrad|dgrad", re.I)),
     ("concat", re.compile(r"cat|CatArray", re.I)),
     ("resample", re.compile(r"upsample|interpolate|nearest", re.I)),

@@ -16,4 +16,5 @@ def test_kernel_names_are_grouped_by_kind():
     assert k("void at::native::upsample_nearest2d_out_frame<c10::Half>") == "resample"
     assert k("Memcpy DtoD (Device -> Device)") == "copy"
     assert k("void at::native::vectorized_elementwise_kernel<4, at::native::silu_kernel>") == "elementwise"
+    assert k("void at::native::(anonymous namespace)::max_pool_forward_nhwc<c10::Half, int>") == "pool"
     assert k("some_unknown_kernel") == "other"
