@@ -25,7 +25,6 @@ class RTMDet(DenseFamily):
     LOSS_NAMES: ClassVar[tuple[str, ...]] = ("cls", "box")
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
-    GRAPH_BIAS_ACT: ClassVar[bool] = True  # benchmarks/results/layout/ba/layout_predict.json (c851aa5): NCHW graph step 0.83-0.92x with it
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     DECODE_TOPK: ClassVar[int] = 1000
 

@@ -36,7 +36,6 @@ class RTMDetIns(DenseFamily):
     MASK_DET_COLUMNS: ClassVar[int] = 3 + 169  # columns after the 6 box columns (prototype families: nm)
     DECODE_TOPK: ClassVar[int] = 0  # no captured decode: the kernels travel with the eager NMS
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
-    GRAPH_BIAS_ACT: ClassVar[bool] = True  # benchmarks/results/layout/ba/layout_predict.json (c851aa5): NCHW graph step 0.83-0.92x with it
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
 
     @classmethod
