@@ -173,11 +173,16 @@ class CapturedStage:
     """One capturable stage held in a CUDA graph: static input buffers in, static outputs out."""
 
     name: str
-    graph: Any  # torch.cuda.CUDAGraph
+    graph: Any  # torch.cuda.CUDAGraph: the first (or only) graph of the stage
     in_spec: TreeSpec
     static_in: list[Tensor]
     static_out: Any  # tree of tensors living in the model's graph pool
     capture_ms: float
+    graphs: list[Any] = field(default_factory=list)  # every graph of the stage, in replay order
+
+    def replay(self) -> None:
+        for g in self.graphs or (self.graph,):
+            g.replay()
 
 
 @dataclass(kw_only=True)
@@ -196,6 +201,7 @@ class GraphEntry:
     def info(self) -> dict[str, Any]:
         stages = [
             {"name": s.name, "captured": True, "capture_ms": round(s.capture_ms, 3)}
+            | ({"graphs": len(s.graphs)} if len(s.graphs) > 1 else {})
             if isinstance(s, CapturedStage) else {"name": s.name, "captured": False, "reason": s.reason}
             for s in self.steps
         ]
@@ -224,23 +230,107 @@ def _sentinel_stale(sentinel: tuple[Any, ...], net: torch.nn.Module) -> bool:
     return a is None or b is None or a.data_ptr() != p0 or b.data_ptr() != p1
 
 
+def chunk_cuts(weights: list[int], chunks: int) -> list[int]:
+    """Where to cut a stage into ``chunks`` graphs: ``weights`` are the sizes (leaf modules) of the
+    top-level modules in the order their forwards finished during warm-up; returns the 1-based
+    positions in that sequence after which a new graph starts, so that each graph holds about
+    an equal share of the total. Never a cut after the last module (no empty trailing graph).
+
+    Example:
+        >>> chunk_cuts([1, 1, 1, 1, 1, 1], 3), chunk_cuts([10, 1, 1], 2), chunk_cuts([5], 4)
+        ([2, 4], [1], [])
+    """
+    if chunks <= 1 or len(weights) < 2:
+        return []
+    total, run, cuts = sum(weights), 0, []
+    for i, w in enumerate(weights[:-1], start=1):
+        run += w
+        if run * chunks >= total * (len(cuts) + 1):
+            cuts.append(i)
+            if len(cuts) == chunks - 1:
+                break
+    return cuts
+
+
+class _Chunker:
+    """Forward hooks on a network's top-level modules: during warm-up they record the order in
+    which those modules finish (with their sizes); during capture they end the current graph and
+    begin the next one at the planned cuts (:func:`chunk_cuts`). A cut between two module calls
+    only splits the recorded kernel sequence: the graphs replayed in order run the same kernels
+    on the same memory as one graph would."""
+
+    def __init__(self, net: torch.nn.Module, chunks: int) -> None:
+        self.chunks = chunks
+        self.mods = [m for _, m in net.named_children()]
+        self.size = {id(m): sum(1 for c in m.modules() if not c._modules) for m in self.mods}
+        self.mode, self.order, self.cuts, self.count = "off", [], set(), 0
+        self.graphs: list[Any] = []
+        self.pool: Any = None
+        self.handles = [m.register_forward_hook(self._hook) for m in self.mods] if chunks > 1 else []
+
+    def _hook(self, mod: torch.nn.Module, args: Any, out: Any) -> None:
+        if self.mode == "record":
+            self.order.append(self.size[id(mod)])
+        elif self.mode == "capture":
+            self.count += 1
+            if self.count in self.cuts:
+                self.graphs[-1].capture_end()
+                g = torch.cuda.CUDAGraph()
+                g.capture_begin(pool=self.pool, capture_error_mode="thread_local")
+                self.graphs.append(g)
+
+    def plan(self) -> None:
+        self.cuts, self.count = set(chunk_cuts(self.order, self.chunks)), 0
+
+    def close(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def _capture_graphs(fn: Any, val: Any, *, pool: Any, stream: Any, chunker: _Chunker | None) -> tuple[list[Any], Any]:
+    """Capture ``fn(val)`` on ``stream`` into one graph, or into several at the chunker's cuts."""
+    first = torch.cuda.CUDAGraph()
+    if chunker is None or not chunker.handles:
+        with torch.cuda.graph(first, pool=pool, stream=stream, capture_error_mode="thread_local"):
+            out = fn(val)
+        return [first], out
+    chunker.plan()
+    chunker.graphs, chunker.pool, chunker.mode = [first], pool, "capture"
+    with torch.cuda.stream(stream):
+        first.capture_begin(pool=pool, capture_error_mode="thread_local")
+        try:
+            out = fn(val)
+        finally:
+            chunker.mode = "off"
+            chunker.graphs[-1].capture_end()
+    return list(chunker.graphs), out
+
+
 def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: torch.dtype | None,
-                   pool: Any, stream: Any, warmup: int, bias_act: bool = False) -> tuple[GraphEntry, Any]:
+                   pool: Any, stream: Any, warmup: int, bias_act: bool = False,
+                   chunker: _Chunker | None = None) -> tuple[GraphEntry, Any]:
     """Warm up, then capture each capturable stage; returns the entry and the output for ``x``.
 
     x (Tensor[B, 3, H, W] on CUDA): the batch whose output is returned (one replay per stage).
     ``bias_act``: warm up and capture with the fused conv epilogue
     (:func:`~libreyolo.layers.conv.graph_bias_act`); the eager stages of replays use it too.
+    ``chunker``: capture each capturable stage as several graphs (``Family.GRAPH_CHUNKS``); the
+    cuts are planned from the module order the last warm-up iteration recorded.
     """
     device = x.device
     with torch.cuda.device(device), torch.inference_mode(), autocast(device, amp_dtype), graph_bias_act(bias_act):
         t0 = time.perf_counter()
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
-            for _ in range(warmup):
+            for i in range(warmup):
                 val: Any = x
                 for st in stages:
+                    if chunker is not None and i == warmup - 1 and st.capturable:
+                        chunker.mode, chunker.order = "record", []
                     val = st.fn(val)
+                    if chunker is not None:
+                        chunker.mode = "off"
             del val
         torch.cuda.synchronize(device)
         warmup_ms = (time.perf_counter() - t0) * 1e3
@@ -254,16 +344,16 @@ def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: 
             leaves, spec = flatten(val)
             static_in = [t.detach().clone() for t in leaves]
             static_val = unflatten(spec, static_in)
-            graph = torch.cuda.CUDAGraph()
             torch.cuda.synchronize(device)
             t1 = time.perf_counter()
-            with no_gc(), torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
-                static_out = st.fn(static_val)
+            with no_gc():
+                graphs, static_out = _capture_graphs(st.fn, static_val, pool=pool, stream=stream, chunker=chunker)
             torch.cuda.synchronize(device)
             ms = (time.perf_counter() - t1) * 1e3
-            graph.replay()  # the capture ran nothing: compute this stage's output for x
-            steps.append(CapturedStage(name=st.name, graph=graph, in_spec=spec, static_in=static_in,
-                                       static_out=static_out, capture_ms=ms))
+            stage = CapturedStage(name=st.name, graph=graphs[0], in_spec=spec, static_in=static_in,
+                                  static_out=static_out, capture_ms=ms, graphs=graphs)
+            stage.replay()  # the capture ran nothing: compute this stage's output for x
+            steps.append(stage)
             val = static_out
         out_leaves, out_spec = flatten(val)
         out = unflatten(out_spec, [t.clone() for t in out_leaves])
@@ -297,7 +387,7 @@ def _replay_entry(entry: GraphEntry, x: Tensor, amp_dtype: torch.dtype | None) -
                     )
                 if src.data_ptr() != dst.data_ptr():
                     dst.copy_(src)
-            step.graph.replay()
+            step.replay()
             val = step.static_out
         out_leaves, out_spec = flatten(val)
         return unflatten(out_spec, [t.clone() for t in out_leaves])
@@ -318,12 +408,16 @@ class PredictGraphs:
     """
 
     def __init__(self, model: Family, *, force: bool = False, capacity: int | None = None,
-                 warmup: int = WARMUP_ITERS) -> None:
+                 warmup: int = WARMUP_ITERS, chunks: int | None = None) -> None:
         model = getattr(model, "family", model)  # a Model or backend: its family owns the network
         self._model_ref = weakref.ref(model)
         self._cls = type(model)
         self.force = bool(force)
         self.warmup = int(warmup)
+        n = getattr(model, "GRAPH_CHUNKS", 1) if chunks is None else chunks
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"the number of graphs per captured stage must be a positive int, got {n!r}")
+        self.chunks = n
         cap = capacity if capacity is not None else env.get_int("LIBREYOLO_GRAPH_CACHE_SIZE")
         self._book: GraphBook[GraphEntry] = GraphBook(capacity=cap)
         self._lock = threading.Lock()
@@ -425,6 +519,7 @@ class PredictGraphs:
                 "family": self._cls.FAMILY,
                 "supports_cuda_graph": bool(self._cls.SUPPORTS_CUDA_GRAPH),
                 "forced": self.force,
+                "chunks": self.chunks,
                 "capacity": self._book.capacity,
                 "policy": dict(self._book.stats),
                 "graphs": [e.info() for e in self._book.entries.values()],
@@ -490,10 +585,11 @@ class PredictGraphs:
         if not any(s.capturable for s in stages):
             raise GraphCaptureError(f"{model.FAMILY} declares no capturable stage; predict with cuda_graph=False")
         caller_stream = torch.cuda.current_stream(x.device) if x.is_cuda else None
+        chunker = _Chunker(model.net, self.chunks) if self.chunks > 1 and self.warmup > 0 else None
         try:
             entry, out = _capture_entry(stages, x, key, amp_dtype=amp_dtype, pool=self._pools[dev],
                                         stream=self._streams[dev], warmup=self.warmup,
-                                        bias_act=bool(getattr(model, "GRAPH_BIAS_ACT", False)))
+                                        bias_act=bool(getattr(model, "GRAPH_BIAS_ACT", False)), chunker=chunker)
         except RuntimeError as e:
             self._pools.pop(dev, None)  # a failed capture may leave the pool half-used
             recover_after_failed_capture(x.device, stream=caller_stream)
@@ -502,6 +598,9 @@ class PredictGraphs:
                 f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Its forward does something "
                 "a CUDA graph cannot hold (host sync, data-dependent shape); predict with cuda_graph=False"
             ) from e
+        finally:
+            if chunker is not None:
+                chunker.close()  # the hooks existed for warm-up and capture only
         entry.sentinel = _param_sentinel(model.net)
         self._book.store(key, entry)
         logger.debug("captured CUDA graph %s in %.1f ms (warm-up %.1f ms)", key, entry.capture_ms,

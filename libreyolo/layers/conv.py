@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.modules import module as _module
 
 logger = logging.getLogger(__name__)
 
@@ -84,11 +85,11 @@ def bn_folded_kernel(
 
 
 def _observed(m: nn.Module) -> bool:
-    """Whether calling ``m`` as a module does more than its forward (hooks on it or global ones)."""
-    from torch.nn.modules import module as _mod
-
-    return bool(m._forward_hooks or m._forward_pre_hooks or _mod._global_forward_hooks
-                or _mod._global_forward_pre_hooks)
+    """Whether calling ``m`` as a module does more than its forward (hooks on it or global ones).
+    Called twice per fused conv + activation in every eager forward: no import statement here
+    (each costs an import-machinery call), the module is bound at import time."""
+    return bool(m._forward_hooks or m._forward_pre_hooks or _module._global_forward_hooks
+                or _module._global_forward_pre_hooks)
 
 
 _GRAPH_BIAS_ACT = threading.local()

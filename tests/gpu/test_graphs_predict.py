@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from libreyolo.graphs.parity import build_probe_model, check_parity, compare_outputs, probe_batch
+from libreyolo.graphs.runner import PredictGraphs
 from libreyolo.graphs.seam import Stage
 from libreyolo.model import Model
 from libreyolo.models._base.family import Family
@@ -424,3 +425,23 @@ def test_one_kernel_normalise_is_the_cast_then_divide_on_cuda(dtype):
             want = x.clone().to(dtype, memory_format=fmt).div_(255.0)
             got = normalized(x, dtype=dtype, memory_format=fmt)
             assert got.is_contiguous(memory_format=fmt) and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("chunks", [2, 3])
+def test_a_stage_captured_in_chunks_replays_the_bits_of_eager_and_of_one_graph(chunks):
+    """``GRAPH_CHUNKS``: the prepared half yolo9-t (channels-last, fused epilogue) captured as
+    several graphs replays bit for bit what its eager forward and its one-graph replay return,
+    network + decode, on two inputs, and the hooks that placed the cuts are gone afterwards."""
+    from libreyolo.models._base.inference import PrepSpec, build_twin
+
+    base = build_probe_model(families()["yolo9"], size="t", task="detect", device="cuda", seed=0, fuse=False)
+    twin = build_twin(base, PrepSpec(fuse=True, dtype=torch.float16, channels_last=True, device="cuda:0"))
+    xa, xb = (x.to(torch.float16, memory_format=torch.channels_last) for x in _probes((1, 3, 480, 640)))
+    one, split = PredictGraphs(twin, force=True), PredictGraphs(twin, force=True, chunks=chunks)
+    for x in (xa, xb, xa):
+        ref = twin.eager_forward(x, decoded=True)
+        got = split.run(x, policy=True, decoded=True)
+        assert _eq(got, ref) and _eq(got, one.run(x, policy=True, decoded=True))
+    stage = split.info()["graphs"][0]["stages"][0]
+    assert stage["graphs"] == chunks, stage
+    assert not any(m._forward_hooks for m in twin.net.modules())

@@ -59,12 +59,17 @@ class Family:
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded for this family"
 
     # Inference preparation (models/_base/inference.py): run the prepared twin in channels-last
-    # memory format on CUDA (set per family from benchmarks/bench_layout.py).
+    # memory format on CUDA (set per family from benchmarks/layout_predict.py).
     INFER_CHANNELS_LAST: ClassVar[bool] = False
     # Prediction graphs warm up and capture with the fused conv epilogue (bias add + SiLU in one
     # kernel, layers/conv.graph_bias_act): on for a family once its parity rows were regenerated
     # with it (the rows prove the replay with the fused kernel equals the eager forward without).
     GRAPH_BIAS_ACT: ClassVar[bool] = False
+    # Each capturable prediction stage is captured as this many graphs, cut at boundaries between
+    # the network's top-level modules (graphs/runner.py: chunk_cuts) and replayed back to back, so
+    # the GPU starts the first while the host still launches the rest. 1: one graph per stage.
+    # Raised for a family only with parity rows captured that way (benchmarks/graph_chunks.py).
+    GRAPH_CHUNKS: ClassVar[int] = 1
     # half=True casts the prepared twin's weights once (float16 on CUDA, bfloat16 on CPU). A family
     # whose math is not safe in a low-precision cast keeps fp32 weights under autocast instead.
     HALF_CAST: ClassVar[bool] = True
