@@ -27,16 +27,20 @@ and permutes the keypoints by ``flip_idx``; a vertical flip mirrors y only. Boxe
 canvas (an object whose box is cut to under 2 pixels is dropped) and keypoints that leave it become
 v = 0 with x = y = 0 (the label convention of an unlabelled keypoint).
 
-Training may also blend the placed image with a second one placed the same way (``mixup``: pixels
-weighted ~ Beta(32, 32), both object sets kept, the first's first; there is no mosaic for this
-task, so mixup blends single images) and apply detection's random affine
+Training may build a 2 x 2 mosaic instead (``mosaic``: this image and three random others, each
+scaled to a long side of S times the random ``scale`` and placed in its quadrant around a random
+centre of a 2S canvas, which is then halved to S; keypoints and boxes move with their image, a
+keypoint cut off by the canvas edge becomes unlabelled; switched off by the trainer for the last
+``close_mosaic`` epochs), blend the item with a second one built the same way (``mixup``: pixels
+weighted ~ Beta(32, 32), both object sets kept, the first's first: a second mosaic for a mosaic
+item, a second placed image otherwise) and apply detection's random affine
 (:func:`~libreyolo.data.augment.affine_matrix`: ``degrees``, ``translate``, ``shear``,
 ``perspective``; its zoom is left at 1, the random ``scale`` already zooms): the pixels are warped,
 the keypoints moved as points by the same matrix with the perspective divide
 (:func:`transform_keypoints`), the boxes as detection moves them (hull of the moved corners, clipped,
 filtered by :func:`~libreyolo.data.augment.filter_boxes`). ``single_cls`` makes every object class
 0. ``rect`` (as detection's): files sorted by aspect ratio, items on (H, W) canvases (multiples of
-``stride`` around the image at a long side of S, or the batch's shape), no mixup;
+``stride`` around the image at a long side of S, or the batch's shape), no mosaic or mixup;
 :func:`collate_pose` pads a batch.
 """
 
@@ -200,6 +204,26 @@ def mixup_objects(img: np.ndarray, objs: tuple[np.ndarray, np.ndarray, np.ndarra
     return out, tuple(np.concatenate([a, b], 0) for a, b in zip(objs, objs2, strict=True))
 
 
+def _paste(canvas: np.ndarray, img: np.ndarray, labels: tuple[np.ndarray, np.ndarray, np.ndarray], nw: int,
+           nh: int, ox: int, oy: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Resize ``img`` to (nw, nh), paste it with its top-left corner at (ox, oy) (clipped to the
+    canvas); its (classes, xyxy boxes, keypoints) moved to canvas pixels (unlabelled keypoints
+    stay 0, 0, 0)."""
+    cls, boxes, kpts = labels
+    h, w = img.shape[:2]
+    H, W = canvas.shape[:2]
+    resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nh, nw) != (h, w) else img
+    x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, W), min(oy + nh, H)
+    if x1 > x0 and y1 > y0:
+        canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
+    xyxy = np.concatenate([boxes[:, :2] - boxes[:, 2:] / 2, boxes[:, :2] + boxes[:, 2:] / 2], 1) * (nw, nh, nw, nh)
+    xyxy = xyxy + (ox, oy, ox, oy)
+    kp = kpts.copy()
+    lab = kp[..., 2] > 0
+    kp[..., :2] = np.where(lab[..., None], kp[..., :2] * (nw, nh) + (ox, oy), 0.0)
+    return cls, xyxy, kp
+
+
 class PoseDataset(RectItems, SeededDataset):
     """Image files with pose labels -> items (module docstring).
 
@@ -211,20 +235,24 @@ class PoseDataset(RectItems, SeededDataset):
         augment: the training transform (True) or the letterbox (False).
         scale: range of the random scale factor; fliplr, flipud: flip probabilities; hsv_h, hsv_s,
             hsv_v: colour jitter gains (training).
-        mixup: probability that a training item is blended with a second placed image (objects of both).
+        mosaic: probability that a training item is a 2 x 2 mosaic (module docstring), until
+            :meth:`close_mosaic`.
+        mixup: probability that a training item is blended with a second one built the same way
+            (objects of both).
         degrees, translate, shear, perspective: the random affine after placement (detection's
             meaning; all 0, the default, skips it and draws nothing).
         single_cls: every object becomes class 0 (label ids are still checked against ``nc``).
         rect: rectangular items, as detection's ``rect``: the files sorted by aspect ratio (h / w),
             each item on an (H, W) canvas, the smallest multiple of ``stride`` holding the image at a
             long side of S (:meth:`rect_shape`), or its batch's shape after :meth:`set_batch_shapes`;
-            no mixup. :func:`collate_pose` pads a batch.
+            no mosaic or mixup. :func:`collate_pose` pads a batch.
     """
 
     def __init__(self, files: list[Path], *, imgsz: int, nc: int, kpt_shape: tuple[int, int],
                  flip_idx: list[int] | None = None, augment: bool = False, scale: tuple[float, float] = (0.5, 1.5),
                  fliplr: float = 0.5, flipud: float = 0.0, hsv_h: float = 0.015, hsv_s: float = 0.7,
-                 hsv_v: float = 0.4, mixup: float = 0.0, degrees: float = 0.0, translate: float = 0.0,
+                 hsv_v: float = 0.4, mosaic: float = 0.0, mixup: float = 0.0, degrees: float = 0.0,
+                 translate: float = 0.0,
                  shear: float = 0.0, perspective: float = 0.0, single_cls: bool = False, rect: bool = False,
                  stride: int = 32, kpt_sigmas: list[float] | None = None, prefix: str = "") -> None:
         from .augment import AugmentConfig
@@ -232,8 +260,8 @@ class PoseDataset(RectItems, SeededDataset):
         if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < 8:
             raise ConfigError(f"imgsz must be an int >= 8, got {imgsz!r}")
         # the affine's ranges, checked as detection checks them; zoom 1 (``scale`` zooms at placement)
-        self.hyp = AugmentConfig(mosaic=0.0, mixup=float(mixup), degrees=degrees, translate=translate, scale=0.0,
-                                 shear=shear, perspective=perspective)
+        self.hyp = AugmentConfig(mosaic=float(mosaic), mixup=float(mixup), degrees=degrees, translate=translate,
+                                 scale=0.0, shear=shear, perspective=perspective)
         self.affine = bool(degrees or translate or shear or perspective)
         self.single_cls = bool(single_cls)
         self.files = [Path(f) for f in files]
@@ -242,7 +270,9 @@ class PoseDataset(RectItems, SeededDataset):
             from .segment import _image_hw
 
             self._sort_by_aspect(_image_hw, prefix)
+            mosaic = 0.0
         self.imgsz, self.nc, self.augment, self.prefix = imgsz, int(nc), augment, prefix
+        self.mosaic = float(mosaic)
         self.kpt_shape = (int(kpt_shape[0]), int(kpt_shape[1]))
         self.flip_idx = list(flip_idx) if flip_idx is not None else None
         self.kpt_sigmas = list(kpt_sigmas) if kpt_sigmas is not None else None
@@ -251,25 +281,38 @@ class PoseDataset(RectItems, SeededDataset):
                            "and right keypoints)", prefix)
             fliplr = 0.0
         self.scale, self.flips, self.hsv = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v)
-        self._init_state()  # the trainer's dataset interface (SeededDataset): epoch, seed; no mosaic
+        # the trainer's dataset interface (SeededDataset): epoch, seed, mosaic on (shared memory)
+        self._init_state(int(augment and self.mosaic > 0))
+
+    @property
+    def mosaic_enabled(self) -> bool:
+        return bool(self._state[2])
+
+    def close_mosaic(self) -> None:
+        """Stop building mosaics (the trainer calls it for the last ``close_mosaic`` epochs)."""
+        self._state[2] = 0
 
     def __len__(self) -> int:
         return len(self.files)
+
+    def _read(self, i: int) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Image ``i`` (RGB) and its labels (classes, normalised cx cy w h boxes, keypoints)."""
+        f = self.files[i]
+        bgr = cv2.imread(str(f), cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise DatasetError(f"{self.prefix}image {f} could not be read (missing or not an image)")
+        cls, boxes, kpts = parse_pose_file(label_path(f), nc=self.nc, kpt_shape=self.kpt_shape)
+        if self.single_cls:
+            cls = np.zeros_like(cls)
+        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), (cls, boxes, kpts)
 
     def _place(self, i: int, canvas: np.ndarray, rng: np.random.Generator | None
                ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[int, int], tuple[int, int, int, int]]:
         """Read image ``i``, scale and paste it on ``canvas`` (letterbox, or random scale and
         place); its (classes, xyxy boxes, keypoints) in canvas pixels, (h, w), (nw, nh, ox, oy)."""
         H, W = canvas.shape[:2]
-        f = self.files[i]
-        bgr = cv2.imread(str(f), cv2.IMREAD_COLOR)
-        if bgr is None:
-            raise DatasetError(f"{self.prefix}image {f} could not be read (missing or not an image)")
-        img = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        img, labels = self._read(i)
         h, w = img.shape[:2]
-        cls, boxes, kpts = parse_pose_file(label_path(f), nc=self.nc, kpt_shape=self.kpt_shape)
-        if self.single_cls:
-            cls = np.zeros_like(cls)
         r = min(H / h, W / w) * (rng.uniform(*self.scale) if rng is not None else 1.0)
         nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
         if rng is None:  # letterbox: centred, grey padding
@@ -277,17 +320,32 @@ class PoseDataset(RectItems, SeededDataset):
         else:  # random placement on (or crop of) the H x W canvas
             ox = int(rng.integers(min(0, W - nw), max(0, W - nw) + 1))
             oy = int(rng.integers(min(0, H - nh), max(0, H - nh) + 1))
-        resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nh, nw) != (h, w) else img
-        x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, W), min(oy + nh, H)
-        if x1 > x0 and y1 > y0:
-            canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
-        # labels to canvas pixels: xyxy boxes, keypoints
-        xyxy = np.concatenate([boxes[:, :2] - boxes[:, 2:] / 2, boxes[:, :2] + boxes[:, 2:] / 2], 1) * (nw, nh, nw, nh)
-        xyxy = xyxy + (ox, oy, ox, oy)
-        kp = kpts.copy()
-        lab = kp[..., 2] > 0
-        kp[..., :2] = np.where(lab[..., None], kp[..., :2] * (nw, nh) + (ox, oy), 0.0)
-        return (cls, xyxy, kp), (h, w), (nw, nh, ox, oy)
+        return _paste(canvas, img, labels, nw, nh, ox, oy), (h, w), (nw, nh, ox, oy)
+
+    def _mosaic(self, i: int, rng: np.random.Generator
+                ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray], tuple[int, int]]:
+        """Image ``i`` and three random others as a 2 x 2 mosaic on a 2S canvas, halved to S x S;
+        the objects of all four in its pixels (keypoints left beyond the canvas are dropped later)
+        and image ``i``'s (h, w)."""
+        s = self.imgsz
+        big = np.full((2 * s, 2 * s, 3), 114, np.uint8)
+        xc, yc = (int(v) for v in rng.integers(s // 2, 3 * s // 2 + 1, 2))
+        picks = [i, *(int(v) for v in rng.integers(0, len(self.files), 3))]
+        parts, hw0 = [], (0, 0)
+        for k, j in enumerate(picks):
+            img, labels = self._read(j)
+            h, w = img.shape[:2]
+            hw0 = (h, w) if k == 0 else hw0
+            r = s / max(h, w) * rng.uniform(*self.scale)
+            nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
+            ox, oy = (xc - nw if k in (0, 2) else xc), (yc - nh if k in (0, 1) else yc)
+            parts.append(_paste(big, img, labels, nw, nh, ox, oy))
+        canvas = cv2.resize(big, (s, s), interpolation=cv2.INTER_AREA)
+        cls, xyxy, kp = (np.concatenate(v, 0) for v in zip(*parts, strict=True))
+        xyxy = xyxy.clip(0, 2 * s) * 0.5  # a box cut by the canvas edge keeps its visible part
+        kp = kp.copy()
+        kp[..., :2] *= 0.5
+        return canvas, (cls, xyxy, kp), hw0
 
     def _warp(self, canvas: np.ndarray, objs: tuple[np.ndarray, np.ndarray, np.ndarray], rng: np.random.Generator
               ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -318,11 +376,18 @@ class PoseDataset(RectItems, SeededDataset):
         H, W = self.out_shape(i)
         rng = self._rng(i) if self.augment else None
         canvas = np.full((H, W, 3), 114, np.uint8)
-        objs, (h, w), (nw, nh, ox, oy) = self._place(i, canvas, rng)
-        if rng is not None and self.hyp.mixup and not self.rect and rng.random() < self.hyp.mixup:
-            other = np.full_like(canvas, 114)  # a second image placed the same way, both object sets
-            objs2, _, _ = self._place(int(rng.integers(0, len(self))), other, rng)
-            canvas, objs = mixup_objects(canvas, objs, other, objs2, rng)
+        if rng is not None and self.mosaic_enabled and rng.random() < self.mosaic:
+            canvas, objs, (h, w) = self._mosaic(i, rng)
+            nw, nh, ox, oy = W, H, 0, 0  # ratio_pad of a mosaic item: the canvas itself
+            if self.hyp.mixup and rng.random() < self.hyp.mixup:  # a second mosaic, both object sets
+                other, objs2, _ = self._mosaic(int(rng.integers(0, len(self))), rng)
+                canvas, objs = mixup_objects(canvas, objs, other, objs2, rng)
+        else:
+            objs, (h, w), (nw, nh, ox, oy) = self._place(i, canvas, rng)
+            if rng is not None and self.hyp.mixup and not self.rect and rng.random() < self.hyp.mixup:
+                other = np.full_like(canvas, 114)  # a second image placed the same way, both object sets
+                objs2, _, _ = self._place(int(rng.integers(0, len(self))), other, rng)
+                canvas, objs = mixup_objects(canvas, objs, other, objs2, rng)
         if rng is not None and self.affine:
             canvas, objs = self._warp(canvas, objs, rng)
         cls, xyxy, kp = objs

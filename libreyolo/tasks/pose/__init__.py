@@ -113,12 +113,13 @@ class PoseTask(LetterboxTask):
     def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool = False,
                 train_cfg: Any = None) -> Any:
         """A :class:`~libreyolo.data.pose.PoseDataset`; the training split takes the trainer's scale
-        (``1 +- scale``), mixup, affine (degrees, translate, shear, perspective), flips (horizontal
+        (``1 +- scale``), mosaic (closed for the last ``close_mosaic`` epochs), mixup, affine (degrees, translate, shear, perspective), flips (horizontal
         ones through the yaml's ``flip_idx``) and colour augmentation; ``single_cls`` and ``rect``
         (both splits)."""
         from ...data.pose import PoseDataset
 
-        keys = ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mixup", "degrees", "translate", "shear", "perspective")
+        keys = ("fliplr", "flipud", "hsv_h", "hsv_s", "hsv_v", "mosaic", "mixup", "degrees", "translate", "shear",
+                "perspective")
         options = augment_options(train_cfg, keys, jitter_scale=True) if augment else {}
         for key in ("single_cls", "rect"):  # rect: aspect-sorted, rectangular items
             if train_cfg is not None and getattr(train_cfg, key, False):

@@ -182,3 +182,61 @@ def test_one_epoch_yolo9_pose_with_rect_and_single_cls(tmp_path: Path) -> None:
     assert len(model.names) == 1 and model.nkpt == 5
     for key in ("mAP50-95", "kpt_mAP50-95", "fitness"):
         assert 0.0 <= out[key] <= 1.0, key
+
+
+def _marker_positions(root: Path) -> list[Path]:
+    """Four marked images whose markers sit at different places (MARK shifted per image)."""
+    files = []
+    for k, (dx, dy) in enumerate([(0, 0), (20, 4), (6, 26), (24, 30)]):
+        (root / "images").mkdir(parents=True, exist_ok=True)
+        (root / "labels").mkdir(exist_ok=True)
+        img = np.zeros((S, S, 3), np.uint8)
+        x, y = MARK[0] + dx, MARK[1] + dy
+        img[y - 1:y + 2, x - 1:x + 2] = 255
+        f = root / "images" / f"m{k}.png"
+        cv2.imwrite(str(f), img)
+        (root / "labels" / f"m{k}.txt").write_text(
+            f"1 {x / S:.6f} {y / S:.6f} 0.3 0.3 {(x + 0.5) / S:.6f} {(y + 0.5) / S:.6f} 2 0 0 0\n")
+        files.append(f)
+    return files
+
+
+def test_a_mosaic_moves_every_keypoint_with_its_image_and_stops_when_closed(tmp_path: Path) -> None:
+    files = _marker_positions(tmp_path)
+    ds = PoseDataset(files, imgsz=S, nc=2, kpt_shape=(2, 3), augment=True, mosaic=1.0, **PLAIN)
+    assert ds.mosaic_enabled
+    seen = 0
+    for i in range(len(files)):
+        for epoch in range(3):
+            ds.set_epoch(epoch)
+            item = ds[i]
+            img, kp, boxes = item["img"], item["keypoints"], item["bboxes"]
+            assert img.shape == (3, S, S) and kp.shape[1:] == (2, 3) and 1 <= len(kp) <= 4
+            assert torch.equal(item["img"], ds[i]["img"])  # a pure function of (seed, epoch, i)
+            assert float(boxes.min()) >= 0.0 and float(boxes[:, :2].max()) <= 1.0
+            for obj in kp:
+                if obj[0, 2] > 0:  # the marker's centre: its pixel is (still) bright after halving
+                    px, py = (int(v) for v in (obj[0, :2] * S - 0.5).round())
+                    patch = img[0, max(py - 1, 0):py + 2, max(px - 1, 0):px + 2]
+                    assert int(patch.max()) >= 200, (i, epoch, px, py)
+                    seen += 1
+                assert obj[1].tolist() == [0.0, 0.0, 0.0]  # unlabelled stays unlabelled
+    assert seen >= 3 * len(files)  # most markers survive the random centre: the check above ran
+    ds.close_mosaic()
+    assert not ds.mosaic_enabled
+    assert all(len(ds[i]["keypoints"]) == 1 for i in range(len(files)))  # one placed image, one object
+    rect = PoseDataset(files, imgsz=S, nc=2, kpt_shape=(2, 3), augment=True, mosaic=1.0, rect=True, **PLAIN)
+    assert not rect.mosaic_enabled  # rectangular items never mosaic
+
+
+def test_the_task_passes_mosaic_from_the_trainer(tmp_path: Path) -> None:
+    from libreyolo.tasks.pose import PoseTask
+    from libreyolo.training.config import TrainConfig
+
+    files = _marker_positions(tmp_path)
+    config = SimpleNamespace(nc=2, kpt_shape=(2, 3), flip_idx=[0, 1], kpt_sigmas=None)
+    on = PoseTask().dataset(config, files, split="train", imgsz=S, augment=True, train_cfg=TrainConfig(mosaic=0.7))
+    off = PoseTask().dataset(config, files, split="train", imgsz=S, augment=True, train_cfg=TrainConfig(mosaic=0.0))
+    assert on.mosaic == 0.7 and on.mosaic_enabled and not off.mosaic_enabled
+    val = PoseTask().dataset(config, files, split="val", imgsz=S, train_cfg=TrainConfig(mosaic=1.0))
+    assert not val.mosaic_enabled
