@@ -541,6 +541,8 @@ class PredictGraphs:
             variant = self._model().cuda_graph_refusal()
             if variant is not None:
                 supported, reason = False, variant
+        elif not supported and not self.force and self._model().cuda_graph_variant():
+            supported = True  # a variant with its own passing rows (CUDA_GRAPH_VARIANTS)
         return graph_refusal(family=self._cls.FAMILY, supported=supported, reason=reason, policy=policy,
                              device=device, force=self.force)
 

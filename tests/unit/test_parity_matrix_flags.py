@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from libreyolo.graphs.parity import expected_flag, load_matrix
 from libreyolo.registry import families
@@ -103,3 +104,32 @@ def test_rows_were_captured_with_the_prepared_model_the_flags_describe(name):
             continue
         assert bool(r.get("bias_act")) is bool(cls.GRAPH_BIAS_ACT), (
             f"{where}: captured with bias_act={bool(r.get('bias_act'))}, GRAPH_BIAS_ACT is {cls.GRAPH_BIAS_ACT}")
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in families().items() if c.CUDA_GRAPH_VARIANTS))
+def test_a_proven_variant_has_passing_rows_for_every_size(name):
+    """``CUDA_GRAPH_VARIANTS`` lets an instance of an unflagged family replay graphs when it runs
+    one of those architectures: each must have matrix rows for every declared (task, size), all
+    passing, and the family default must really be unflagged (else the entry says nothing)."""
+    cls = families()[name]
+    assert cls.SUPPORTS_CUDA_GRAPH is False, f"{name} is flagged already; CUDA_GRAPH_VARIANTS is for unflagged families"
+    for variant in cls.CUDA_GRAPH_VARIANTS:
+        rows = [r for r in _rows() if r["family"] == name and r.get("arch") == dict(variant)]
+        assert rows and all(r["result"] == "pass" for r in rows), (name, variant, [r["result"] for r in rows])
+        missing = [(t, s) for t in cls.TASKS for s in cls.SIZES
+                   if not any(r["task"] == t and r["size"] == s for r in rows)]
+        assert not missing, f"{name} {variant}: no rows for {missing}"
+
+
+def test_an_unflagged_family_replays_only_in_its_proven_variant():
+    """ViT's default (fused attention) is refused for graphs; with fused_attn=False, the proven
+    variant, the runner lets the request through to the device check (here: no CUDA)."""
+    from libreyolo.graphs.runner import PredictGraphs
+
+    model = families()["vit"](size="s16", nc=3)
+    with pytest.raises(NotImplementedError, match="does not support CUDA graphs"):
+        PredictGraphs(model)._refusal(True, torch.device("cpu"))
+    model.set_arch(fused_attn=False)
+    assert model.cuda_graph_variant()
+    why = PredictGraphs(model)._refusal("auto", torch.device("cpu"))
+    assert "need a CUDA device" in why

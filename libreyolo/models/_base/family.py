@@ -55,6 +55,10 @@ class Family:
 
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = False
     CUDA_GRAPH_REASON: ClassVar[str] = "no bitwise parity run recorded for this family"
+    # Architecture variants (``model.arch`` values) whose own parity rows all pass while the
+    # default architecture's do not (``SUPPORTS_CUDA_GRAPH = False``): an instance set to one of
+    # them may replay prediction graphs. A CPU test holds each entry to the committed matrix.
+    CUDA_GRAPH_VARIANTS: ClassVar[tuple[dict[str, Any], ...]] = ()
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = "no training-capture parity run recorded for this family"
 
@@ -145,6 +149,11 @@ class Family:
         flag allows them (``SUPPORTS_CUDA_GRAPH`` covers the default architecture's parity rows),
         or ``None``. Default: ``None``."""
         return None
+
+    def cuda_graph_variant(self) -> bool:
+        """Whether this instance runs an architecture variant proven for prediction graphs although
+        the family's default architecture is not (``CUDA_GRAPH_VARIANTS``)."""
+        return bool(self.CUDA_GRAPH_VARIANTS) and dict(self.arch) in [dict(v) for v in self.CUDA_GRAPH_VARIANTS]
 
     def train_stages(self) -> list[Stage] | None:
         """The training forward as stages when it is split at a seam (SPEC G-9): the first,

@@ -33,7 +33,7 @@ class VisionTransformerFamily(FusedAttentionOption, ClassifyFamily):
     CUDA_GRAPH_REASON: ClassVar[str] = (
         "with fused_attn on (the default) eager SDPA and the captured attention equation differ in the last "
         "bits (fp32 up to 2.5e-6, fp16 up to 2.4e-3; docs/cuda-graph-parity.json); the fused_attn=False rows "
-        "are bitwise"
+        "are bitwise: set_arch(fused_attn=False) to use graphs"
     )
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = False
     TRAIN_CUDA_GRAPH_REASON: ClassVar[str] = (

@@ -10,6 +10,8 @@ from .nn import SPECS
 
 
 class ViT(VisionTransformerFamily):
+    # docs/cuda-graph-parity.json (3ecc799): every fused_attn=False row bitwise, all sizes and dtypes
+    CUDA_GRAPH_VARIANTS: ClassVar[tuple[dict[str, object], ...]] = ({"fused_attn": False},)
     FAMILY: ClassVar[str] = "vit"
     NAME_TOKEN: ClassVar[str] = "ViT"  # LibreViT<size>-cls.pt
     SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
