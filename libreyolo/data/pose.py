@@ -59,7 +59,7 @@ from ..errors import ConfigError, DatasetError
 from .batching import RectItems
 from .config import DataConfig
 from .labels import label_path
-from .seeded import SeededDataset
+from .seeded import MosaicSeededDataset
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ def _paste(canvas: np.ndarray, img: np.ndarray, labels: tuple[np.ndarray, np.nda
     return cls, xyxy, kp
 
 
-class PoseDataset(RectItems, SeededDataset):
+class PoseDataset(RectItems, MosaicSeededDataset):
     """Image files with pose labels -> items (module docstring).
 
     Args:
@@ -283,14 +283,6 @@ class PoseDataset(RectItems, SeededDataset):
         self.scale, self.flips, self.hsv = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v)
         # the trainer's dataset interface (SeededDataset): epoch, seed, mosaic on (shared memory)
         self._init_state(int(augment and self.mosaic > 0))
-
-    @property
-    def mosaic_enabled(self) -> bool:
-        return bool(self._state[2])
-
-    def close_mosaic(self) -> None:
-        """Stop building mosaics (the trainer calls it for the last ``close_mosaic`` epochs)."""
-        self._state[2] = 0
 
     def __len__(self) -> int:
         return len(self.files)

@@ -40,3 +40,16 @@ class SeededDataset(Dataset):
     def _rng(self, i: int) -> np.random.Generator:
         """The generator of item ``i`` this epoch: a pure function of ``(seed, epoch, i)``."""
         return np.random.default_rng([int(self._state[1]), int(self._state[0]), i])
+
+
+class MosaicSeededDataset(SeededDataset):
+    """A :class:`SeededDataset` that builds mosaics (instance segmentation, pose): the state's
+    third slot says whether mosaic is still on; the subclass calls ``_init_state(int(on))``."""
+
+    @property
+    def mosaic_enabled(self) -> bool:
+        return bool(self._state[2])
+
+    def close_mosaic(self) -> None:
+        """Stop building mosaics (the trainer calls it for the last ``close_mosaic`` epochs)."""
+        self._state[2] = 0

@@ -41,7 +41,7 @@ from .._cv import cv2
 from ..errors import ConfigError, DatasetError
 from .batching import RectItems
 from .labels import label_path
-from .seeded import SeededDataset
+from .seeded import MosaicSeededDataset
 
 MASK_RATIO = 4
 BUILTIN_SEG = ("shapes-seg",)
@@ -151,7 +151,7 @@ def from_rasters(full: np.ndarray, cls: list[int]) -> tuple[np.ndarray, np.ndarr
     return small.astype(np.uint8), boxes, np.asarray(cls, np.int64)[keep]
 
 
-class SegmentDataset(RectItems, SeededDataset):
+class SegmentDataset(RectItems, MosaicSeededDataset):
     """Image files with polygon labels -> items (module docstring).
 
     Args:
@@ -198,15 +198,6 @@ class SegmentDataset(RectItems, SeededDataset):
         self.scale, self.flips, self.hsv, self.mosaic = scale, (fliplr, flipud), (hsv_h, hsv_s, hsv_v), float(mosaic)
         # epoch, seed, mosaic on (shared memory: reaches the loader's workers)
         self._init_state(int(augment and self.mosaic > 0))
-
-    # the trainer's dataset interface (SeededDataset), with mosaic
-    @property
-    def mosaic_enabled(self) -> bool:
-        return bool(self._state[2])
-
-    def close_mosaic(self) -> None:
-        """Stop building mosaics (the trainer calls it for the last ``close_mosaic`` epochs)."""
-        self._state[2] = 0
 
     def __len__(self) -> int:
         return len(self.files)
