@@ -46,6 +46,7 @@ from .augment import AugmentConfig, letterbox_image, mosaic4, photometric_and_fl
 from .labels import LabelIndex, default_cache_path, scan_labels
 
 logger = logging.getLogger(__name__)
+AUTO_CACHE_BYTES = 1 << 30  # cache="auto": the largest resized-image cache built without being asked
 
 _EPOCH, _MOSAIC, _SEED = 0, 1, 2
 
@@ -66,7 +67,9 @@ class DetectionDataset(Dataset):
         single_cls: every label becomes class 0 (the cache keeps the original ids).
         prefix: prepended to log messages (e.g. ``"train: "``).
         cache: ``True`` / ``"ram"`` decodes and resizes every image once into memory
-            (:meth:`cache_images`), used by the augmented (training) path.
+            (:meth:`cache_images`), used by the augmented (training) path; ``"auto"`` does so only
+            when the resized images fit in ``AUTO_CACHE_BYTES`` (1 GiB) and a quarter of the free
+            memory (a small dataset then decodes no file per mosaic), silently otherwise.
         labels: the split's label index when it does not come from ``.txt`` files (a COCO JSON
             split: :meth:`libreyolo.data.config.DataConfig.label_index`); ``img_files`` are then
             the files it indexes.
@@ -117,20 +120,27 @@ class DetectionDataset(Dataset):
         self._state = torch.zeros(3, dtype=torch.int64).share_memory_()
         self._state[_MOSAIC] = 1
         self._ram: list[tuple[np.ndarray, tuple[int, int], float]] | None = None
-        if cache not in (False, True, "ram"):
-            raise ConfigError(f"cache must be False, True or 'ram' (decoded, resized images kept in memory), got "
-                              f"{cache!r}")
+        if cache not in (False, True, "ram", "auto"):
+            raise ConfigError(f"cache must be False, True, 'ram' or 'auto' (decoded, resized images kept in memory), "
+                              f"got {cache!r}")
         if cache:
-            self.cache_images()
+            self.cache_images(auto=cache == "auto")
 
-    def cache_images(self) -> bool:
+    def cache_images(self, *, auto: bool = False) -> bool:
         """Decode and resize every image once into memory (``cache=True``): the augmented path then
         reads no file. Skipped, with a warning, when the images would take more than half of the
-        memory available now. Returns whether the cache was built."""
+        memory available now; with ``auto`` skipped quietly unless they fit in ``AUTO_CACHE_BYTES``
+        and a quarter of it. Returns whether the cache was built."""
         need = sum(int(round(h * r)) * int(round(w * r)) * 3 for h, w in self.shapes.tolist()
                    for r in [self.imgsz / max(h, w)])
         free = _available_memory()
-        if free is not None and need > free // 2:
+        if auto:
+            limit = AUTO_CACHE_BYTES if free is None else min(AUTO_CACHE_BYTES, free // 4)
+            if need > limit:
+                logger.debug("%scache='auto': the resized images need %.2f GB, more than %.2f GB; reading them "
+                             "from disk", self.prefix, need / 1e9, limit / 1e9)
+                return False
+        elif free is not None and need > free // 2:
             logger.warning("%scache: the resized images need %.1f GB, more than half of the %.1f GB available; "
                            "reading them from disk instead", self.prefix, need / 1e9, free / 1e9)
             return False

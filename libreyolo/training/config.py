@@ -79,9 +79,11 @@ class TrainConfig:
     world_size: int = 0  # DDP processes; 0 = one per listed device (set it with device="cpu" for CPU DDP)
     sync_bn: bool = False  # DDP: BatchNorm statistics over the global batch (SyncBatchNorm)
     workers: int = 8
-    cache: bool | str = field(default=False, metadata={"help": "True / 'ram': decode and resize the training "
-                                                       "images once into memory (skipped with a warning when "
-                                                       "they would take more than half the free memory)"})
+    cache: bool | str = field(default="auto", metadata={"help": "True / 'ram': decode and resize the training "
+                                                        "images once into memory (skipped with a warning when "
+                                                        "they would take more than half the free memory); "
+                                                        "'auto': only when they fit in 1 GiB and a quarter of "
+                                                        "the free memory; False: read every image from disk"})
     seed: int = 0
     deterministic: bool = True
     project: str = "runs/detect"

@@ -251,3 +251,27 @@ def test_ram_cache_gives_the_same_items_without_reading_files(tiny_shapes: Path,
             assert np.array_equal(got["bboxes"].numpy(), ref["bboxes"].numpy())
     with pytest.raises(ConfigError, match="cache must be"):
         DetectionDataset(d.train, imgsz=64, augment=True, nc=d.nc, cache="disk")
+
+
+def test_auto_cache_keeps_a_small_dataset_in_memory_and_skips_a_large_one_quietly(
+        tiny_shapes: Path, monkeypatch, caplog) -> None:
+    """``cache="auto"`` (the trainer's default) caches what fits in ``AUTO_CACHE_BYTES`` and a
+    quarter of the free memory; above that it reads from disk without a warning."""
+    import logging
+
+    from libreyolo.data import dataset as dsmod
+    from libreyolo.data.config import load_data_config
+    from libreyolo.data.dataset import DetectionDataset
+    from libreyolo.training.config import TrainConfig
+
+    assert TrainConfig().cache == "auto"
+    d = load_data_config(tiny_shapes)
+    small = DetectionDataset(d.train, imgsz=64, augment=True, nc=d.nc, cache="auto")
+    assert small._ram is not None and len(small._ram) == len(small)
+    monkeypatch.setattr(dsmod, "AUTO_CACHE_BYTES", 1000)  # smaller than one 64 px image
+    with caplog.at_level(logging.WARNING, logger="libreyolo.data.dataset"):
+        large = DetectionDataset(d.train, imgsz=64, augment=True, nc=d.nc, cache="auto")
+    assert large._ram is None and not caplog.records
+    monkeypatch.setattr(dsmod, "AUTO_CACHE_BYTES", 1 << 40)
+    monkeypatch.setattr(dsmod, "_available_memory", lambda: 4 * 1000)  # a quarter of free memory is the cap
+    assert DetectionDataset(d.train, imgsz=64, augment=True, nc=d.nc, cache="auto")._ram is None
