@@ -11,7 +11,8 @@ Written by ``val(plots=True)`` (:func:`write_val_plots`) into the run folder:
   the mean of the plotted curve, i.e. the class's ``ap50`` in :class:`DetMetrics`.
 - ``val_labels.png``: instances per class, box centres and box sizes of the validated split.
 - ``val_batch<i>.png``: the first batches as the network saw them, labels left, predictions
-  (confidence >= 0.25) right.
+  (confidence >= 0.25) right; for pose also the keypoints (labelled ones, predicted ones with a
+  visibility score >= 0.5) and the skeleton when the model has one.
 
 The trainer calls :func:`plot_train_batch` for its first batches (``train_batch<i>.png``: the
 augmented images, mosaics included, with their boxes) and :func:`plot_labels` for the training set
@@ -172,9 +173,12 @@ def _grid(n: int) -> tuple[int, int]:
 
 def _draw_images(fig: Figure, imgs: np.ndarray, boxes: Sequence[np.ndarray], cls: Sequence[np.ndarray],
                  conf: Sequence[np.ndarray | None], names: dict[int, str] | None, *, where: tuple[int, int, int],
-                 title: str) -> None:
+                 title: str, kpts: Sequence[np.ndarray] | None = None,
+                 skeleton: Sequence[Sequence[int]] | None = None) -> None:
     """imgs (ndarray[B, 3, H, W] uint8 RGB) tiled into one axes of ``fig`` at subplot ``where``;
-    boxes per image ndarray[n, 4] xyxy input pixels, cls ndarray[n], conf ndarray[n] or None."""
+    boxes per image ndarray[n, 4] xyxy input pixels, cls ndarray[n], conf ndarray[n] or None;
+    kpts per image ndarray[n, K, 3] (x, y input pixels, visibility: drawn where > 0.5), with the
+    ``skeleton`` edges (pairs of keypoint indices) between drawn keypoints."""
     from matplotlib.patches import Rectangle
 
     b, _, h, w = imgs.shape
@@ -199,10 +203,24 @@ def _draw_images(fig: Figure, imgs: np.ndarray, boxes: Sequence[np.ndarray], cls
             text = _name(names, int(k_cls)) + (f" {float(sc[k]):.2f}" if sc is not None else "")
             ax.text(ox + x1, oy + y1, text, fontsize=fs, color="white", va="bottom",
                     bbox={"facecolor": col, "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
+            if kpts is not None and k < len(kpts[i]):
+                _draw_keypoints(ax, kpts[i][k], ox, oy, col, skeleton, size=14.0 if b <= 4 else 6.0)
     ax.set_xlim(0, canvas.shape[1])
     ax.set_ylim(canvas.shape[0], 0)
     ax.axis("off")
     ax.set_title(title, fontsize=10)
+
+
+def _draw_keypoints(ax: Axes, kp: np.ndarray, ox: float, oy: float, col: tuple[float, ...],
+                    skeleton: Sequence[Sequence[int]] | None, *, size: float) -> None:
+    """One object's keypoints (ndarray[K, 3]: x, y, visibility) as dots, skeleton edges as lines."""
+    shown = kp[:, 2] > 0.5
+    for a, b in skeleton or ():
+        if a < len(kp) and b < len(kp) and shown[a] and shown[b]:
+            ax.plot([ox + kp[a, 0], ox + kp[b, 0]], [oy + kp[a, 1], oy + kp[b, 1]], color=col, linewidth=1.0)
+    if shown.any():
+        ax.scatter(ox + kp[shown, 0], oy + kp[shown, 1], s=size, c=[col], edgecolors="white", linewidths=0.5,
+                   zorder=3)
 
 
 def _batch_targets(batch: dict[str, Any], n: int, hw: tuple[int, int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -215,12 +233,26 @@ def _batch_targets(batch: dict[str, Any], n: int, hw: tuple[int, int]) -> tuple[
     return [xyxy[bidx == i] for i in range(n)], [cls[bidx == i] for i in range(n)]
 
 
+def _batch_keypoints(batch: dict[str, Any], n: int, hw: tuple[int, int]) -> list[np.ndarray] | None:
+    """Labelled keypoints of a collated pose batch (``keypoints`` Tensor[N, K, 3], x y normalised)
+    -> per image ndarray[n, K, 3] in input pixels; ``None`` for a batch without keypoints."""
+    if batch.get("keypoints") is None:
+        return None
+    h, w = hw
+    bidx = np.asarray(batch["batch_idx"]).reshape(-1).astype(int)
+    kp = np.asarray(batch["keypoints"], dtype=np.float64).copy()
+    kp[..., 0] *= w
+    kp[..., 1] *= h
+    return [kp[bidx == i] for i in range(n)]
+
+
 def plot_train_batch(batch: dict[str, Any], path: Path, *, names: dict[int, str] | None = None,
-                     max_images: int = 16) -> Path:
+                     max_images: int = 16, skeleton: Sequence[Sequence[int]] | None = None) -> Path:
     """A collated training batch as augmented (mosaics included) with its boxes.
 
     batch: ``img`` (Tensor[B, 3, H, W] uint8 RGB), ``batch_idx`` (Tensor[N]), ``cls`` (Tensor[N] or
-    [N, 1]), ``bboxes`` (Tensor[N, 4] xywh normalised to H, W).
+    [N, 1]), ``bboxes`` (Tensor[N, 4] xywh normalised to H, W); a pose batch's ``keypoints``
+    (Tensor[N, K, 3]) are drawn too, with the ``skeleton``.
 
     Example:
         >>> plot_train_batch(next(iter(trainer.train_loader)), Path("train_batch0.png"))  # doctest: +SKIP
@@ -228,9 +260,11 @@ def plot_train_batch(batch: dict[str, Any], path: Path, *, names: dict[int, str]
     imgs = np.asarray(batch["img"][:max_images].cpu() if hasattr(batch["img"], "cpu") else batch["img"][:max_images])
     n = imgs.shape[0]
     boxes, cls = _batch_targets({k: _np(batch[k]) for k in ("batch_idx", "cls", "bboxes")}, n, imgs.shape[2:])
+    kpts = _batch_keypoints({k: _np(batch[k]) for k in ("batch_idx", "keypoints") if k in batch}, n, imgs.shape[2:])
     size = min(3.0 * _grid(n)[1], 12.0)
     fig = _figure(size, size * _grid(n)[0] / _grid(n)[1])
-    _draw_images(fig, imgs, boxes, cls, [None] * n, names, where=(1, 1, 1), title=Path(path).stem)
+    _draw_images(fig, imgs, boxes, cls, [None] * n, names, where=(1, 1, 1), title=Path(path).stem, kpts=kpts,
+                 skeleton=skeleton)
     return _save(fig, path)
 
 
@@ -239,33 +273,42 @@ def _np(x: Any) -> np.ndarray:
 
 
 def plot_val_batch(imgs: np.ndarray, batch: dict[str, Any], preds: Sequence[np.ndarray], names: dict[int, str],
-                   path: Path, *, conf: float = PRED_CONF, max_images: int = 16) -> Path:
+                   path: Path, *, conf: float = PRED_CONF, max_images: int = 16,
+                   skeleton: Sequence[Sequence[int]] | None = None) -> Path:
     """Labels (left) next to predictions (right) for one validation batch.
 
     imgs (ndarray[B, 3, H, W] uint8 RGB, the network input); batch: its ``batch_idx``, ``cls``,
-    ``bboxes`` (xywh normalised); preds: per image ndarray[K, 6] (x1, y1, x2, y2 input pixels,
-    score, class); only those scoring >= ``conf`` are drawn.
+    ``bboxes`` (xywh normalised), for pose its ``keypoints``; preds: per image ndarray[P, 6]
+    (x1, y1, x2, y2 input pixels, score, class), for pose ndarray[P, 6 + 3K] (then the keypoints,
+    x y input pixels and a visibility score each); only those scoring >= ``conf`` are drawn.
     """
     imgs = imgs[:max_images]
     n = imgs.shape[0]
     gt_boxes, gt_cls = _batch_targets({k: _np(batch[k]) for k in ("batch_idx", "cls", "bboxes")}, n,
                                       imgs.shape[2:])
+    gt_kpts = _batch_keypoints({k: _np(batch[k]) for k in ("batch_idx", "keypoints") if k in batch}, n,
+                               imgs.shape[2:])
     keep = [p[p[:, 4] >= conf] for p in preds[:n]]
+    k = int(gt_kpts[0].shape[1]) if gt_kpts is not None and len(gt_kpts) else 0
+    pred_kpts = [p[:, 6:6 + 3 * k].reshape(len(p), k, 3) for p in keep] if gt_kpts is not None else None
     rows, cols = _grid(n)
     size = min(3.0 * cols, 9.0)
     fig = _figure(2 * size, size * rows / cols + 0.4)
-    _draw_images(fig, imgs, gt_boxes, gt_cls, [None] * n, names, where=(1, 2, 1), title="labels")
+    _draw_images(fig, imgs, gt_boxes, gt_cls, [None] * n, names, where=(1, 2, 1), title="labels", kpts=gt_kpts,
+                 skeleton=skeleton)
     _draw_images(fig, imgs, [p[:, :4] for p in keep], [p[:, 5].astype(int) for p in keep],
-                 [p[:, 4] for p in keep], names, where=(1, 2, 2), title=f"predictions (conf >= {conf:g})")
+                 [p[:, 4] for p in keep], names, where=(1, 2, 2), title=f"predictions (conf >= {conf:g})",
+                 kpts=pred_kpts, skeleton=skeleton)
     return _save(fig, path)
 
 
 def write_val_plots(m: DetMetrics, save_dir: Path, *, batches: Sequence[tuple[np.ndarray, dict[str, Any],
-                    list[np.ndarray]]] = (), labels: Sequence[np.ndarray] | None = None) -> list[Path]:
+                    list[np.ndarray]]] = (), labels: Sequence[np.ndarray] | None = None,
+                    skeleton: Sequence[Sequence[int]] | None = None) -> list[Path]:
     """Every validation picture for ``m`` into ``save_dir``; returns the paths written.
 
     batches: (imgs, batch, preds) of the first validation batches (see :func:`plot_val_batch`);
-    labels: the split's labels (see :func:`plot_labels`).
+    labels: the split's labels (see :func:`plot_labels`); skeleton: a pose model's keypoint edges.
     """
     save_dir = Path(save_dir)
     names = m.names
@@ -284,6 +327,6 @@ def write_val_plots(m: DetMetrics, save_dir: Path, *, batches: Sequence[tuple[np
     if labels is not None:
         out.append(plot_labels(labels, names, save_dir / "val_labels.png"))
     for i, (imgs, batch, preds) in enumerate(batches):
-        out.append(plot_val_batch(imgs, batch, preds, names, save_dir / f"val_batch{i}.png"))
+        out.append(plot_val_batch(imgs, batch, preds, names, save_dir / f"val_batch{i}.png", skeleton=skeleton))
     logger.info("val: %d plots written to %s", len(out), save_dir)
     return out

@@ -230,8 +230,9 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
                 scorer.add(batch, dets, input_hw=tuple(imgs.shape[2:]))
                 if plots_dir is not None and task.plots and bi < plot_batches:
                     shown.append((_to_numpy(batch["img"]), {k: _to_numpy(batch[k]) for k in ("batch_idx", "cls",
-                                                                                               "bboxes")},
-                                  [d.detach().float().cpu().numpy() for d in dets]))
+                                                                                               "bboxes", "keypoints")
+                                                            if k in batch},
+                                  [task.plot_rows(d) for d in dets]))
     finally:
         restore()
     ms = 1000 / max(n_img, 1)
@@ -249,7 +250,8 @@ def run_validation(*, model: Family, net: torch.nn.Module, loader: Iterable[dict
         from .val_plots import write_val_plots
 
         labels = getattr(getattr(loader, "dataset", None), "labels", None)
-        write_val_plots(metrics, Path(plots_dir), batches=shown, labels=labels)
+        write_val_plots(metrics, Path(plots_dir), batches=shown, labels=labels,
+                        skeleton=(getattr(model, "arch", None) or {}).get("skeleton"))
     return metrics
 
 

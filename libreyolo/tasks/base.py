@@ -92,6 +92,12 @@ class Task:
         """A fresh accumulator: ``add(batch, outputs, input_hw)``, then ``result(...)``."""
         raise NotImplementedError
 
+    def plot_rows(self, output: Any) -> Any:
+        """One image's validation output (an item of :meth:`val_outputs`) as the rows the
+        ``val_batch`` picture draws (ndarray[P, 6+]: x1 y1 x2 y2 input pixels, score, class, then
+        what the task adds); only for a task with ``plots``. Default: the detection tensor itself."""
+        return output.detach().float().cpu().numpy()
+
 
 def to_host(values: list[Tensor]) -> list[Tensor]:
     """Per-image tensors -> float32 CPU tensors with one device-to-host copy for the batch."""

@@ -281,7 +281,8 @@ class DataSetup:
             return
         from ..engine.val_plots import plot_labels, plot_train_batch
 
-        plot_train_batch(batch, save_dir / f"train_batch{i}.png", names=self.model.names)
+        plot_train_batch(batch, save_dir / f"train_batch{i}.png", names=self.model.names,
+                         skeleton=(getattr(self.model, "arch", None) or {}).get("skeleton"))
         labels = getattr(self.train_ds, "labels", None)
         if i == 0 and labels is not None:
             plot_labels(labels, self.model.names, save_dir / "train_labels.png")

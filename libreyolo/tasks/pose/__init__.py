@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import torch
 from torch import Tensor
 
 from ...errors import ConfigError
@@ -73,6 +74,7 @@ class PoseTask(LetterboxTask):
     results_field: ClassVar[str] = "keypoints"  # outputs() gives {"boxes": ..., "keypoints": ...} per image
     project: ClassVar[str] = "runs/pose"
     val_losses: ClassVar[bool] = True
+    plots: ClassVar[bool] = True  # val / train pictures with keypoints and the skeleton (engine/val_plots)
     metric_keys: ClassVar[tuple[str, ...]] = ("precision", "recall", "mAP50", "mAP50-95", "kpt_mAP50", "kpt_mAP50-95")
 
     def __init__(self) -> None:
@@ -142,3 +144,8 @@ class PoseTask(LetterboxTask):
         from .scoring import PoseScorer
 
         return PoseScorer(names)
+
+    def plot_rows(self, output: tuple[Tensor, Tensor]) -> Any:
+        """(detections Tensor[n, 6], keypoints Tensor[n, K, 3]) -> ndarray[n, 6 + 3K] for ``val_batch``."""
+        det, kp = output
+        return torch.cat([det[:, :6].float(), kp.float().reshape(len(kp), -1)], 1).detach().cpu().numpy()
