@@ -587,7 +587,10 @@ class PredictGraphs:
         if not any(s.capturable for s in stages):
             raise GraphCaptureError(f"{model.FAMILY} declares no capturable stage; predict with cuda_graph=False")
         caller_stream = torch.cuda.current_stream(x.device) if x.is_cuda else None
-        chunker = _Chunker(model.net, self.chunks) if self.chunks > 1 and self.warmup > 0 else None
+        # chunks cut one capturable stage at the network's top-level modules; a seamed chain (several
+        # capturable stages, each its own graph already) is captured as it is
+        one_stage = sum(1 for s in stages if s.capturable) == 1
+        chunker = _Chunker(model.net, self.chunks) if self.chunks > 1 and self.warmup > 0 and one_stage else None
         try:
             entry, out = _capture_entry(stages, x, key, amp_dtype=amp_dtype, pool=self._pools[dev],
                                         stream=self._streams[dev], warmup=self.warmup,

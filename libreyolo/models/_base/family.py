@@ -69,7 +69,7 @@ class Family:
     # kernel, layers/conv.graph_bias_act): on for a family once its parity rows were regenerated
     # with it (the rows prove the replay with the fused kernel equals the eager forward without).
     GRAPH_BIAS_ACT: ClassVar[bool] = False
-    # Each capturable prediction stage is captured as this many graphs, cut at boundaries between
+    # A network captured as one stage is captured as this many graphs, cut at boundaries between
     # the network's top-level modules (graphs/runner.py: chunk_cuts) and replayed back to back, so
     # the GPU starts the first while the host still launches the rest. 1: one graph per stage.
     # Raised for a family only with parity rows captured that way (benchmarks/graph_chunks.py).
