@@ -199,6 +199,36 @@ def mosaic4(images: list[np.ndarray], boxes: list[np.ndarray], classes: list[np.
     return canvas, np.concatenate(all_boxes).reshape(-1, 4), np.concatenate(all_cls)
 
 
+def paste_resized(canvas: np.ndarray, img: np.ndarray, nw: int, nh: int, ox: int, oy: int) -> None:
+    """Resize ``img`` to (nw, nh) and paste it on ``canvas`` with its top-left corner at (ox, oy),
+    in place; what falls outside the canvas is cut."""
+    h, w = img.shape[:2]
+    resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nh, nw) != (h, w) else img
+    H, W = canvas.shape[:2]
+    x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, W), min(oy + nh, H)
+    if x1 > x0 and y1 > y0:
+        canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
+
+
+def mosaic_tiles(rng: np.random.Generator, *, size: int, first: int, count: int, scale: tuple[float, float],
+                 load: Any) -> list[tuple[Any, int, int, int, int]]:
+    """The random layout of a 2 x 2 mosaic on a ``2 * size`` canvas (instance segmentation, pose):
+    a centre drawn in [size / 2, 3 size / 2], three more items drawn from ``range(count)`` after
+    ``first``, each loaded (``load(j)``, whose first element is its image) and scaled to a long
+    side of ``size`` times a factor drawn from ``scale``, tile k (top-left, top-right, bottom-left,
+    bottom-right) with its corner at the centre. Returns per tile (loaded item, nw, nh, ox, oy)."""
+    xc, yc = (int(v) for v in rng.integers(size // 2, 3 * size // 2 + 1, 2))
+    picks = [first, *(int(v) for v in rng.integers(0, count, 3))]
+    tiles = []
+    for k, j in enumerate(picks):
+        item = load(j)
+        h, w = item[0].shape[:2]
+        r = size / max(h, w) * rng.uniform(*scale)
+        nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
+        tiles.append((item, nw, nh, xc - nw if k in (0, 2) else xc, yc - nh if k in (0, 1) else yc))
+    return tiles
+
+
 # ---------------------------------------------------------------------------------------------
 # photometric and flips
 # ---------------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ import torch
 
 from .._cv import cv2
 from ..errors import ConfigError, DatasetError
+from .augment import mosaic_tiles, paste_resized
 from .batching import RectItems
 from .config import DataConfig
 from .labels import label_path
@@ -210,12 +211,7 @@ def _paste(canvas: np.ndarray, img: np.ndarray, labels: tuple[np.ndarray, np.nda
     canvas); its (classes, xyxy boxes, keypoints) moved to canvas pixels (unlabelled keypoints
     stay 0, 0, 0)."""
     cls, boxes, kpts = labels
-    h, w = img.shape[:2]
-    H, W = canvas.shape[:2]
-    resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nh, nw) != (h, w) else img
-    x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, W), min(oy + nh, H)
-    if x1 > x0 and y1 > y0:
-        canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
+    paste_resized(canvas, img, nw, nh, ox, oy)
     xyxy = np.concatenate([boxes[:, :2] - boxes[:, 2:] / 2, boxes[:, :2] + boxes[:, 2:] / 2], 1) * (nw, nh, nw, nh)
     xyxy = xyxy + (ox, oy, ox, oy)
     kp = kpts.copy()
@@ -321,17 +317,9 @@ class PoseDataset(RectItems, MosaicSeededDataset):
         and image ``i``'s (h, w)."""
         s = self.imgsz
         big = np.full((2 * s, 2 * s, 3), 114, np.uint8)
-        xc, yc = (int(v) for v in rng.integers(s // 2, 3 * s // 2 + 1, 2))
-        picks = [i, *(int(v) for v in rng.integers(0, len(self.files), 3))]
-        parts, hw0 = [], (0, 0)
-        for k, j in enumerate(picks):
-            img, labels = self._read(j)
-            h, w = img.shape[:2]
-            hw0 = (h, w) if k == 0 else hw0
-            r = s / max(h, w) * rng.uniform(*self.scale)
-            nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
-            ox, oy = (xc - nw if k in (0, 2) else xc), (yc - nh if k in (0, 1) else yc)
-            parts.append(_paste(big, img, labels, nw, nh, ox, oy))
+        tiles = mosaic_tiles(rng, size=s, first=i, count=len(self.files), scale=self.scale, load=self._read)
+        parts = [_paste(big, img, labels, nw, nh, ox, oy) for (img, labels), nw, nh, ox, oy in tiles]
+        hw0 = tuple(tiles[0][0][0].shape[:2])
         canvas = cv2.resize(big, (s, s), interpolation=cv2.INTER_AREA)
         cls, xyxy, kp = (np.concatenate(v, 0) for v in zip(*parts, strict=True))
         xyxy = xyxy.clip(0, 2 * s) * 0.5  # a box cut by the canvas edge keeps its visible part

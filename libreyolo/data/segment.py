@@ -39,6 +39,7 @@ import torch
 
 from .._cv import cv2
 from ..errors import ConfigError, DatasetError
+from .augment import mosaic_tiles, paste_resized
 from .batching import RectItems
 from .labels import label_path
 from .seeded import MosaicSeededDataset
@@ -220,27 +221,19 @@ class SegmentDataset(RectItems, MosaicSeededDataset):
         canvas); the polygons, moved the same way."""
         h, w = img.shape[:2]
         nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
-        resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nh, nw) != (h, w) else img
-        H, W = canvas.shape[:2]
-        x0, y0, x1, y1 = max(ox, 0), max(oy, 0), min(ox + nw, W), min(oy + nh, H)
-        if x1 > x0 and y1 > y0:
-            canvas[y0:y1, x0:x1] = resized[y0 - oy:y1 - oy, x0 - ox:x1 - ox]
+        paste_resized(canvas, img, nw, nh, ox, oy)
         return [p * (nw / w, nh / h) + (ox, oy) for p in polys]
 
     def _mosaic(self, i: int, rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
         s = self.imgsz
         big = np.full((2 * s, 2 * s, 3), 114, np.uint8)
-        xc, yc = (int(v) for v in rng.integers(s // 2, 3 * s // 2 + 1, 2))
-        picks = [i, *(int(v) for v in rng.integers(0, len(self.files), 3))]
         polys: list[np.ndarray] = []
         cls: list[int] = []
-        for k, j in enumerate(picks):
-            img, p, c = self._load(j)
+        for (img, p, c), nw, nh, ox, oy in mosaic_tiles(rng, size=s, first=i, count=len(self.files), scale=self.scale,
+                                                         load=self._load):
+            paste_resized(big, img, nw, nh, ox, oy)
             h, w = img.shape[:2]
-            r = s / max(h, w) * rng.uniform(*self.scale)
-            nh, nw = max(1, int(round(h * r))), max(1, int(round(w * r)))
-            ox, oy = (xc - nw if k in (0, 2) else xc), (yc - nh if k in (0, 1) else yc)
-            polys += self._paste(big, img, p, r, ox, oy)
+            polys += [q * (nw / w, nh / h) + (ox, oy) for q in p]
             cls += c
         canvas = cv2.resize(big, (s, s), interpolation=cv2.INTER_AREA)
         return canvas, [p * 0.5 for p in polys], cls

@@ -239,8 +239,8 @@ def _batch_keypoints(batch: dict[str, Any], n: int, hw: tuple[int, int]) -> list
     if batch.get("keypoints") is None:
         return None
     h, w = hw
-    bidx = np.asarray(batch["batch_idx"]).reshape(-1).astype(int)
-    kp = np.asarray(batch["keypoints"], dtype=np.float64).copy()
+    bidx = _np(batch["batch_idx"]).reshape(-1).astype(int)
+    kp = _np(batch["keypoints"]).astype(np.float64)
     kp[..., 0] *= w
     kp[..., 1] *= h
     return [kp[bidx == i] for i in range(n)]
@@ -260,7 +260,7 @@ def plot_train_batch(batch: dict[str, Any], path: Path, *, names: dict[int, str]
     imgs = np.asarray(batch["img"][:max_images].cpu() if hasattr(batch["img"], "cpu") else batch["img"][:max_images])
     n = imgs.shape[0]
     boxes, cls = _batch_targets({k: _np(batch[k]) for k in ("batch_idx", "cls", "bboxes")}, n, imgs.shape[2:])
-    kpts = _batch_keypoints({k: _np(batch[k]) for k in ("batch_idx", "keypoints") if k in batch}, n, imgs.shape[2:])
+    kpts = _batch_keypoints(batch, n, imgs.shape[2:])
     size = min(3.0 * _grid(n)[1], 12.0)
     fig = _figure(size, size * _grid(n)[0] / _grid(n)[1])
     _draw_images(fig, imgs, boxes, cls, [None] * n, names, where=(1, 1, 1), title=Path(path).stem, kpts=kpts,
@@ -286,8 +286,7 @@ def plot_val_batch(imgs: np.ndarray, batch: dict[str, Any], preds: Sequence[np.n
     n = imgs.shape[0]
     gt_boxes, gt_cls = _batch_targets({k: _np(batch[k]) for k in ("batch_idx", "cls", "bboxes")}, n,
                                       imgs.shape[2:])
-    gt_kpts = _batch_keypoints({k: _np(batch[k]) for k in ("batch_idx", "keypoints") if k in batch}, n,
-                               imgs.shape[2:])
+    gt_kpts = _batch_keypoints(batch, n, imgs.shape[2:])
     keep = [p[p[:, 4] >= conf] for p in preds[:n]]
     k = int(gt_kpts[0].shape[1]) if gt_kpts is not None and len(gt_kpts) else 0
     pred_kpts = [p[:, 6:6 + 3 * k].reshape(len(p), k, 3) for p in keep] if gt_kpts is not None else None

@@ -115,7 +115,8 @@ class PoseTask(LetterboxTask):
     def dataset(self, config: Any, files: list[Any], *, split: str, imgsz: int, augment: bool = False,
                 train_cfg: Any = None) -> Any:
         """A :class:`~libreyolo.data.pose.PoseDataset`; the training split takes the trainer's scale
-        (``1 +- scale``), mosaic (closed for the last ``close_mosaic`` epochs), mixup, affine (degrees, translate, shear, perspective), flips (horizontal
+        (``1 +- scale``), mosaic (closed for the last ``close_mosaic`` epochs), mixup, affine (degrees,
+        translate, shear, perspective), flips (horizontal
         ones through the yaml's ``flip_idx``) and colour augmentation; ``single_cls`` and ``rect``
         (both splits)."""
         from ...data.pose import PoseDataset
