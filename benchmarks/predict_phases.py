@@ -6,8 +6,8 @@ and each segment between two consecutive stamps is reported as the median over `
 calls. A segment that ends at ``D2H.exit`` waited for the GPU. Beside it, in the same process and
 interleaved:
 
-* ``floor``: the least a call can do with the same graph: pinned upload, copy into the static
-  input, replay, device-to-host copy of the candidates, the numpy threshold, nothing else;
+* ``floor``: the least a call can do with the same graph: pinned upload, replay with the pixel
+  normalisation inside, candidates straight to the host, the numpy threshold, nothing else;
 * ``replay``: the synchronous runner call alone on a preprocessed input;
 * ``predict``: ``model.predict(photo, cuda_graph=True, half=...)`` end to end;
 
@@ -46,6 +46,8 @@ WRAPPED = [
     ("libreyolo.engine.predictor", "_Saver.__init__", "saver_init"),
     ("libreyolo.engine.predictor", "CallClock.start", "clock_start"),
     ("libreyolo.tasks.base", "LetterboxTask.preprocess", "preprocess"),
+    ("libreyolo.tasks.base", "LetterboxTask.preprocess_pixels", "preprocess_pixels"),
+    ("libreyolo.tasks.detect.preprocess", "_letterboxed", "letterboxed"),
     ("libreyolo.tasks.detect.preprocess", "Staging.upload", "upload"),
     ("libreyolo.ops.letterbox", "letterbox_batch", "letterbox"),
     ("libreyolo.tasks.detect.preprocess", "normalized", "normalize"),
@@ -152,6 +154,50 @@ def gpu_span(model: Any, img: np.ndarray, half: bool, device: torch.device, n: i
     return {k: round(statistics.median(s[k] for s in spans), 1) for k in spans[0]} if spans else {}
 
 
+def prices(device: torch.device, img: np.ndarray, n: int = 2000) -> list[dict[str, Any]]:
+    """Host microseconds of the primitives a call is made of, on this host (no syncs inside)."""
+    pinned = torch.empty((1, *img.shape), dtype=torch.uint8, pin_memory=True)
+    view, src = pinned.numpy(), torch.from_numpy(img[None].copy())
+    dev_u8 = torch.empty(pinned.shape, dtype=torch.uint8, device=device)
+    small = torch.zeros(300, 6, device=device)
+    ev = torch.cuda.Event()
+    x = dev_u8.permute(0, 3, 1, 2)
+
+    def f() -> None:
+        return None
+
+    def inference_mode() -> None:
+        with torch.inference_mode():
+            pass
+
+    ops = {
+        "python call": f,
+        "torch.cuda.current_stream(dev)": lambda: torch.cuda.current_stream(device),
+        "Event.record()": lambda: ev.record(),
+        "torch.empty on the device": lambda: torch.empty(pinned.shape, dtype=torch.uint8, device=device),
+        "np.copyto 1x480x640x3 into pinned": lambda: np.copyto(view, img[None]),
+        "torch copy_ 1x480x640x3 into pinned": lambda: pinned.copy_(src),
+        "device copy_ from pinned (async)": lambda: dev_u8.copy_(pinned, non_blocking=True),
+        "pinned .to(device, non_blocking)": lambda: pinned.to(device, non_blocking=True),
+        "flip(1) launch": lambda: x.flip(1),
+        "div by 255 launch": lambda: torch.div(x, 255.0),
+        "small D2H .cpu() (syncs)": lambda: small.cpu(),
+        "inference_mode enter+exit": inference_mode,
+    }
+    rows = []
+    for name, fn in ops.items():
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        us = (time.perf_counter() - t0) / n * 1e6
+        torch.cuda.synchronize(device)
+        rows.append({"primitive": name, "host_us": round(us, 2)})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -164,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.peer_predict import libre_model, photo
     from libreyolo.models._base.inference import channels_last, input_dtype
     from libreyolo.ops.candidates import to_host
-    from libreyolo.tasks.detect.preprocess import Staging, normalized
+    from libreyolo.tasks.detect.preprocess import Normalize, Staging, normalized
 
     dev = torch.device("cuda", 0)
     img, what = photo()
@@ -180,10 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         staging = Staging()
         h, w = img.shape[:2]
 
-        def floor(twin: Any = twin, dtype: Any = dtype, fmt: Any = fmt, staging: Any = staging) -> Any:
+        step = Normalize(dtype=dtype, channels_last=cl, bgr=True)
+
+        def floor(twin: Any = twin, step: Any = step, staging: Any = staging) -> Any:
             t = staging.upload(img[None], dev).permute(0, 3, 1, 2)
-            x = normalized(t, dtype=dtype, memory_format=fmt)
-            out = twin.forward(x, cuda_graph=True, decoded=True)
+            out = twin.forward(t, cuda_graph=True, decoded=True, prologue=step, host=True)
             arr = to_host(out).numpy()
             return arr[0][arr[0][:, 4] > 0.25]
 
@@ -241,7 +288,10 @@ def main(argv: list[str] | None = None) -> int:
                + ", ".join(f"{k} {v}" for k, v in span.items()), ""]
         del model, twin
         torch.cuda.empty_cache()
-    md.append("`floor`: pinned upload + one-kernel normalise + graph replay + D2H + numpy threshold, "
+    price_rows = prices(dev, img)
+    results["prices"] = price_rows
+    md += ["## Host cost of the primitives (us per call, no syncs)", "", md_table(price_rows, ["primitive", "host_us"]), ""]
+    md.append("`floor`: pinned upload + graph replay (normalisation inside) + D2H + numpy threshold, "
               "nothing else; `replay`: the synchronous runner call on a prepared input.")
     write_result(Path(args.out) / "predict_phases.json", numbers=results, markdown="\n".join(md), commit=args.commit)
     print("\n".join(md))

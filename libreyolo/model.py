@@ -524,10 +524,14 @@ def _options_key(model: Any, kw: dict[str, Any]) -> Any:
     value cannot key a dict (a prompt given as an array), so those calls resolve every time.
     Repeated ``predict`` calls with the same keywords skip the validation (tens of microseconds of
     a batch-1 call whose network replays in two milliseconds)."""
+    head = (id(model.backend), model.nc, _frozen(model.imgsz), model.stride, tuple(kw))
+    key = (*head, tuple(kw.values()))
     try:
-        key = (id(model.backend), model.nc, _frozen(model.imgsz), model.stride,
-               tuple((k, _frozen(v)) for k, v in kw.items()))
         hash(key)
-    except TypeError:
-        return None
+    except TypeError:  # a list value (classes=[0, 2], imgsz=[h, w]): as a tuple
+        key = (*head, tuple(_frozen(v) for v in kw.values()))
+        try:
+            hash(key)
+        except TypeError:
+            return None
     return key

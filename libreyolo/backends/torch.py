@@ -55,6 +55,7 @@ class TorchBackend:
 
     kind = "torch"
     exported = False  # a PyTorch network: trainable, exportable, capturable
+    GRAPH_PROLOGUE = True  # forward() takes a prologue (run inside the graph on a replay) and host=
 
     def __init__(self, family: Family) -> None:
         self.family = family
@@ -73,16 +74,20 @@ class TorchBackend:
         return self.family.device
 
     def forward(self, x: Tensor, *, cuda_graph: Any = False, amp_dtype: torch.dtype | None = None,
-                decoded: bool = False) -> Any:
+                decoded: bool = False, prologue: Any = None, host: bool = False) -> Any:
         """Run the network on a preprocessed batch (Tensor[B, 3, H, W] float in [0, 1]).
 
         With ``cuda_graph`` True/"auto" the capturable stages replay from CUDA graphs; with
-        ``decoded`` the family's decode follows the network (in the same graph)."""
+        ``decoded`` the family's decode follows the network (in the same graph). ``prologue``: a
+        step applied to ``x`` first (inside the graph when one replays: the pixel normalisation
+        predict leaves to it); ``host``: a replay hands back host tensors (:meth:`PredictGraphs.run`)."""
         policy = check_policy(cuda_graph)
         if policy is False:
-            return self.family.eager_forward(x, amp_dtype=amp_dtype, decoded=decoded)
+            return self.family.eager_forward(prologue(x) if prologue is not None else x, amp_dtype=amp_dtype,
+                                             decoded=decoded)
         self._check_head()
-        return self.graphs.run(x, policy=policy, amp_dtype=amp_dtype, decoded=decoded)
+        return self.graphs.run(x, policy=policy, amp_dtype=amp_dtype, decoded=decoded, prologue=prologue,
+                               host=host)
 
     def eager_forward(self, x: Tensor, *, amp_dtype: torch.dtype | None = None, decoded: bool = False) -> Any:
         """The eager contract every replay must equal bit for bit."""

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
@@ -84,8 +84,12 @@ class PredictOptions:
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        """The keyword names, in signature order."""
-        return tuple(f.name for f in fields(cls))
+        """The keyword names, in signature order (read once per class: every predict call asks)."""
+        got = cls.__dict__.get("_names")
+        if got is None:
+            got = tuple(f.name for f in fields(cls))
+            cls._names = got
+        return got
 
     @classmethod
     def pick(cls, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,12 +158,28 @@ class CallClock:
     the rest of the time until detections are on the host; ``results`` is building the Results.
     """
 
+    _spare: ClassVar[dict[torch.device, list[list[Any]]]] = {}  # event triples of finished calls, per device
+
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
         self.device = device
-        if self.cuda:  # looked up and made once per call: each lookup costs tens of microseconds
+        if self.cuda:  # looked up once per call: each lookup costs tens of microseconds on a slow host
             self.stream = torch.cuda.current_stream(device)
-            self.events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            spare = self._spare.get(device)
+            try:  # list.pop is atomic: two calls in two threads never share a triple
+                self.events = spare.pop() if spare else None
+            except IndexError:
+                self.events = None
+            if self.events is None:
+                self.events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+
+    def close(self) -> None:
+        """The call is over: its events go back for the next call on this device (a few kept)."""
+        if self.cuda and self.events is not None:
+            spare = self._spare.setdefault(self.device, [])
+            if len(spare) < 4:
+                spare.append(self.events)
+            self.events = None
 
     def start(self) -> None:
         self.t0 = time.perf_counter()
@@ -236,25 +256,40 @@ def _predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Resul
     decoded = task.predict_decoded(twin, opts)
     clock = CallClock(device)
     saver = _Saver(model, opts, source)
+    # on the graph path the last preprocessing step (BGR swap, divide by 255, cast, layout) runs as
+    # the first kernels of the graph (tasks.detect.preprocess.Normalize), and a replay's candidates
+    # are copied from graph memory straight to the host
+    in_graph = opts.cuda_graph is not False and device.type == "cuda" and amp is None and getattr(
+        twin, "GRAPH_PROLOGUE", False)
 
-    def forward(x: Tensor, decoded: bool) -> Any:
+    def forward(x: Tensor, decoded: bool, prologue: Any = None) -> Any:
         with cudnn_benchmark(device):
             if decoded:
-                return twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp, decoded=True)
+                return twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp, decoded=True, prologue=prologue,
+                                    host=True)
+            if prologue is not None:
+                return twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp, prologue=prologue)
             return twin.forward(x, cuda_graph=opts.cuda_graph, amp_dtype=amp)
 
     for items in batches:
         clock.start()
-        x, params = task.preprocess(items, imgsz=opts.imgsz, device=device, dtype=dtype, channels_last=cl,
-                                    rect=opts.rect, stride=model.stride)
+        split = task.preprocess_pixels(items, imgsz=opts.imgsz, device=device, dtype=dtype, channels_last=cl,
+                                       rect=opts.rect, stride=model.stride) if in_graph else None
+        if split is None:
+            x, params = task.preprocess(items, imgsz=opts.imgsz, device=device, dtype=dtype, channels_last=cl,
+                                        rect=opts.rect, stride=model.stride)
+            prologue = None
+        else:
+            x, params, prologue = split
         clock.mark()
         with task.network_scope(twin, opts, params):
-            raw = forward(x, decoded)
+            raw = forward(x, decoded, prologue)
         clock.mark()
         outs = task.outputs(twin, raw, items=items, params=params, opts=opts, decoded=decoded,
-                            rerun=lambda x=x: forward(x, False))
+                            rerun=lambda x=x, prologue=prologue: forward(x, False, prologue))
         clock.on_host()
         yield from _emit(model, items, clock, saver, **{task.results_field: outs})
+    clock.close()
     _report_skipped(batches)
 
 

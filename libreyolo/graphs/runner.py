@@ -63,12 +63,41 @@ class GraphKey:
     input_dtype: str
     device: str
     head: str = "raw"  # "raw": the network's outputs; "decoded": network + the family's decode
+    prologue: str = ""  # the name of a step captured before the network (e.g. the pixel normalisation)
+
+    def __post_init__(self) -> None:  # hashed on every replay: once here instead
+        object.__setattr__(self, "_hash", hash((self.shape, self.dtype, self.input_dtype, self.device, self.head,
+                                                self.prologue)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @classmethod
-    def of(cls, x: Tensor, amp_dtype: torch.dtype | None, *, decoded: bool = False) -> GraphKey:
+    def of(cls, x: Tensor, amp_dtype: torch.dtype | None, *, decoded: bool = False, prologue: Any = None) -> GraphKey:
         compute = amp_dtype if amp_dtype is not None and amp_dtype != torch.float32 else x.dtype
-        return cls(shape=tuple(int(s) for s in x.shape), dtype=_dtype_name(compute),
-                   input_dtype=_dtype_name(x.dtype), device=str(x.device), head="decoded" if decoded else "raw")
+        if prologue is not None:
+            compute = _prologue_dtype(prologue, compute)
+        return cls(shape=tuple(x.shape), dtype=_dtype_name(compute),
+                   input_dtype=_dtype_name(x.dtype), device=str(x.device), head="decoded" if decoded else "raw",
+                   prologue=prologue.name if prologue is not None else "")
+
+
+def _prologue_dtype(prologue: Any, default: torch.dtype) -> torch.dtype:
+    """The dtype a prologue hands the network (its ``dtype`` attribute, else ``default``)."""
+    dt = getattr(prologue, "dtype", None)
+    return dt if isinstance(dt, torch.dtype) else default
+
+
+def with_prologue(stages: list[Stage], prologue: Any) -> list[Stage]:
+    """``stages`` with ``prologue`` run first: inside the first stage when that one is captured (one
+    graph holds both), else as a captured stage of its own before it."""
+    if prologue is None:
+        return stages
+    first = stages[0]
+    if first.capturable:
+        fn = first.fn
+        return [Stage(name=f"prologue+{first.name}", fn=lambda v: fn(prologue(v)), capturable=True), *stages[1:]]
+    return [Stage(name="prologue", fn=prologue, capturable=True), *stages]
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -207,7 +236,8 @@ class GraphEntry:
         ]
         return {"shape": list(self.key.shape), "dtype": self.key.dtype, "input_dtype": self.key.input_dtype,
                 "bias_act": self.bias_act,
-                "device": self.key.device, "head": self.key.head, "replays": self.replays, "capture_ms": round(self.capture_ms, 3),
+                "device": self.key.device, "head": self.key.head,
+                **({"prologue": self.key.prologue} if self.key.prologue else {}), "replays": self.replays, "capture_ms": round(self.capture_ms, 3),
                 "warmup_ms": round(self.warmup_ms, 3), "stages": stages}
 
 
@@ -363,8 +393,12 @@ def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: 
                       eager_bias_act=bias_act and eager_steps), out
 
 
-def _replay_entry(entry: GraphEntry, x: Tensor, amp_dtype: torch.dtype | None) -> Any:
-    """Copy in, replay each captured stage (eager stages in between), copy out. Caller holds the lock."""
+def _replay_entry(entry: GraphEntry, x: Tensor, amp_dtype: torch.dtype | None, *, host: bool = False) -> Any:
+    """Copy in, replay each captured stage (eager stages in between), copy out. Caller holds the lock.
+
+    ``host``: the outputs are copied straight from graph memory into fresh pinned host tensors
+    (asynchronously: the caller waits on the returned event before reading them) instead of being
+    cloned on the device; returns ``(outputs, event)`` then."""
     eager_act = graph_bias_act(True) if entry.eager_bias_act else nullcontext()
     with torch.inference_mode(), autocast(x.device, amp_dtype), eager_act:
         val: Any = x
@@ -390,6 +424,11 @@ def _replay_entry(entry: GraphEntry, x: Tensor, amp_dtype: torch.dtype | None) -
             step.replay()
             val = step.static_out
         out_leaves, out_spec = flatten(val)
+        if host:
+            outs = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True) for t in out_leaves]
+            done = torch.cuda.Event()
+            done.record()
+            return unflatten(out_spec, outs), done
         return unflatten(out_spec, [t.clone() for t in out_leaves])
 
 
@@ -427,6 +466,7 @@ class PredictGraphs:
         self._last_stream: Any = None  # stream of the last replay: the next one on another stream waits for it
         self._invalidations: list[dict[str, Any]] = []
         self._n_invalidations = 0
+        self._keys: dict[tuple[Any, ...], GraphKey] = {}
 
     # ------------------------------------------------------------------ public
     @property
@@ -437,12 +477,17 @@ class PredictGraphs:
         return len(self._book.entries)
 
     def run(self, x: Tensor, *, policy: Any, amp_dtype: torch.dtype | None = None,
-            decoded: bool = False) -> Any:
+            decoded: bool = False, prologue: Any = None, host: bool = False) -> Any:
         """The network on ``x`` (Tensor[B, 3, H, W]) per ``policy``: replay, capture, or eager.
 
         Returns the same structure and bits as ``model.eager_forward(x, amp_dtype=amp_dtype)``
         (with ``decoded``: as ``model.eager_forward(x, decoded=True)``, the network followed by the
         family's decode in one graph); returned tensors are the caller's (copied out of graph memory).
+        ``prologue``: a hashable function applied to ``x`` first, captured in the same graph (the
+        pixel normalisation of :class:`~libreyolo.tasks.detect.preprocess.Normalize`): the result
+        is ``model.eager_forward(prologue(x), ...)``'s. ``host``: a replay returns its outputs as
+        host tensors, copied once from graph memory (a capture or an eager run returns device
+        tensors as usual).
         """
         model = self._model()
         if not isinstance(x, Tensor):
@@ -453,30 +498,42 @@ class PredictGraphs:
                 self._book.stats["calls"] += 1
                 self._book.stats["eager_runs"] += 1
                 self._eager_reason = reason
-            return model.eager_forward(x, amp_dtype=amp_dtype, decoded=decoded)
-        key = GraphKey.of(x, amp_dtype, decoded=decoded)
+            return model.eager_forward(prologue(x) if prologue is not None else x, amp_dtype=amp_dtype,
+                                       decoded=decoded)
+        raw_key = (x.shape, x.dtype, x.device, amp_dtype, decoded, prologue)
+        key = self._keys.get(raw_key)
+        if key is None:  # a GraphKey per input kind, built once (its fields are strings)
+            key = GraphKey.of(x, amp_dtype, decoded=decoded, prologue=prologue)
+            if len(self._keys) >= 64:
+                self._keys.clear()
+            self._keys[raw_key] = key
         with self._lock:
             self._check_model(model, x)
             decision = self._book.decide(key, policy=policy)
             if decision == "replay":
                 entry = self._book.entries[key]
                 self._order_streams(x.device)
-                out = _replay_entry(entry, x, amp_dtype)
+                out = _replay_entry(entry, x, amp_dtype, host=host)
                 entry.replays += 1
                 self._book.stats["replays"] += 1
                 self._eager_reason = None
-                return out
-            if decision == "capture":
+            elif decision == "capture":
                 self._order_streams(x.device)
-                entry, out = self._capture_locked(model, x, key, amp_dtype)
+                entry, out = self._capture_locked(model, x, key, amp_dtype, prologue=prologue)
                 entry.replays += 1
                 self._book.stats["replays"] += 1
                 self._eager_reason = None
                 return out
-            self._book.stats["eager_runs"] += 1
-            self._eager_reason = (f"cuda_graph='auto': input {list(key.shape)} {key.dtype} seen once; "
-                                  "it is captured when the same shape repeats")
-        return model.eager_forward(x, amp_dtype=amp_dtype, decoded=decoded)
+            else:
+                self._book.stats["eager_runs"] += 1
+                self._eager_reason = (f"cuda_graph='auto': input {list(key.shape)} {key.dtype} seen once; "
+                                      "it is captured when the same shape repeats")
+        if decision == "replay":
+            if host:  # the copies were queued under the lock; wait for them outside it
+                out, done = out
+                done.synchronize()
+            return out
+        return model.eager_forward(prologue(x) if prologue is not None else x, amp_dtype=amp_dtype, decoded=decoded)
 
     def capture(self, shape: tuple[int, ...], *, amp_dtype: torch.dtype | None = None,
                 input_dtype: torch.dtype = torch.float32, decoded: bool = False,
@@ -576,14 +633,14 @@ class PredictGraphs:
         logger.debug("CUDA graphs invalidated (%d dropped): %s", n, reason)
 
     def _capture_locked(self, model: Family, x: Tensor, key: GraphKey,
-                        amp_dtype: torch.dtype | None) -> tuple[GraphEntry, Any]:
+                        amp_dtype: torch.dtype | None, prologue: Any = None) -> tuple[GraphEntry, Any]:
         dev = str(x.device)
         if dev not in self._pools:
             with torch.cuda.device(x.device):
                 self._pools[dev] = torch.cuda.graph_pool_handle()
         if dev not in self._streams:
             self._streams[dev] = torch.cuda.Stream(device=x.device)
-        stages = model.predict_stages() if key.head == "decoded" else model.forward_stages()
+        stages = with_prologue(model.predict_stages() if key.head == "decoded" else model.forward_stages(), prologue)
         if not any(s.capturable for s in stages):
             raise GraphCaptureError(f"{model.FAMILY} declares no capturable stage; predict with cuda_graph=False")
         caller_stream = torch.cuda.current_stream(x.device) if x.is_cuda else None

@@ -94,6 +94,25 @@ def bbox_ciou(a: Tensor, b: Tensor, eps: float = 1e-7) -> Tensor:
     return iou - (rho2 / c2 + v * alpha)
 
 
+def scale_boxes_into(rows: np.ndarray, *, ratio: float, pad: tuple[float, float], orig_shape: tuple[int, int]) -> None:
+    """:func:`scale_boxes` in place on the first four columns of float32 numpy ``rows`` (N, >= 4):
+    the same float32 arithmetic, without building tensors (the predictor's host path).
+
+    Example:
+        >>> rows = np.array([[10, 20, 110, 220, 0.9, 0]], dtype=np.float32)
+        >>> scale_boxes_into(rows, ratio=0.5, pad=(0, 10), orig_shape=(400, 300))
+        >>> rows[0, :4].tolist()
+        [20.0, 20.0, 220.0, 400.0]
+    """
+    h, w = orig_shape
+    xs, ys = rows[:, 0:4:2], rows[:, 1:4:2]
+    xs -= np.float32(pad[0])
+    ys -= np.float32(pad[1])
+    rows[:, :4] /= np.float32(ratio)
+    np.clip(xs, 0, w, out=xs)
+    np.clip(ys, 0, h, out=ys)
+
+
 def scale_boxes(boxes: Tensor, *, ratio: float, pad: tuple[float, float], orig_shape: tuple[int, int]) -> Tensor:
     """Map xyxy boxes from letterboxed-input pixels back to original-image pixels, clipped.
 

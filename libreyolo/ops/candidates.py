@@ -77,5 +77,6 @@ def select_detections(cands: Tensor, *, conf: float, iou: float, max_det: int, a
 
 
 def to_host(cands: Tensor) -> Tensor:
-    """The candidates on the host as a normal tensor (rows are rescaled in place later): one copy."""
-    return cands.detach().to("cpu") if cands.device.type != "cpu" else cands.detach().clone()
+    """The candidates on the host: one copy from a device; host candidates as they are (the
+    selection copies the rows it keeps, so they are never modified)."""
+    return cands.detach().to("cpu") if cands.device.type != "cpu" else cands.detach()

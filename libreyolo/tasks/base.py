@@ -43,6 +43,15 @@ class Task:
         per-image parameters :meth:`outputs` needs to map back to the original image)."""
         raise NotImplementedError
 
+    def preprocess_pixels(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device,
+                          dtype: torch.dtype, channels_last: bool, rect: bool,
+                          stride: int) -> tuple[Tensor, list[Any], Any] | None:
+        """:meth:`preprocess` without its last step, for a graph that runs that step as its first
+        kernels: (the network's input before that step, the parameters, the step: a hashable
+        callable that turns the first into what :meth:`preprocess` returns). ``None`` (default):
+        this task has no such split, so the predictor calls :meth:`preprocess`."""
+        return None
+
     def predict_decoded(self, twin: Any, opts: Any) -> bool:
         """Whether prediction runs the family's decode inside the network step."""
         return False
@@ -126,6 +135,16 @@ class LetterboxTask(Task):
         pixels, in_bgr = _pixels(items, device)
         return preprocess(pixels, imgsz, device, dtype=dtype, channels_last=channels_last, rect=rect,
                           stride=stride, bgr=in_bgr)
+
+    def preprocess_pixels(self, items: list[Any], *, imgsz: tuple[int, int], device: torch.device,
+                          dtype: torch.dtype, channels_last: bool, rect: bool,
+                          stride: int) -> tuple[Tensor, list[Any], Any] | None:
+        from .detect import _pixels
+        from .detect.preprocess import preprocess_pixels
+
+        pixels, in_bgr = _pixels(items, device)
+        return preprocess_pixels(pixels, imgsz, device, dtype=dtype, channels_last=channels_last, rect=rect,
+                                 stride=stride, bgr=in_bgr)
 
 
 def augment_options(train_cfg: Any, keys: tuple[str, ...], *, jitter_scale: bool = False) -> dict[str, Any]:

@@ -445,3 +445,40 @@ def test_a_stage_captured_in_chunks_replays_the_bits_of_eager_and_of_one_graph(c
     stage = split.info()["graphs"][0]["stages"][0]
     assert stage["graphs"] == chunks, stage
     assert not any(m._forward_hooks for m in twin.net.modules())
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["fp32", "fp16"])
+def test_graph_predict_with_the_pixel_prologue_returns_the_eager_boxes(half):
+    """On the graph path the BGR swap / divide / cast / layout step runs inside the graph and a
+    replay's candidates go straight to the host: predict's boxes are still those of
+    ``cuda_graph=False``, bit for bit, for a photo that needs no resize, one that is resized and
+    padded, and a batch; the graph is keyed on the prologue."""
+    import cv2
+
+    from libreyolo import SAMPLE_IMAGE, LibreYOLO
+
+    model = LibreYOLO("LibreYOLO9t.pt", device="cuda")
+    bgr = cv2.imread(str(SAMPLE_IMAGE))
+    photos = [cv2.resize(bgr, (640, 480)), cv2.resize(bgr, (517, 333))]
+    for src, kw in ((photos[0], {}), (photos[1], {"imgsz": 320}), ([photos[0], photos[0]], {"batch": 2})):
+        want = model.predict(src, half=half, **kw)
+        for _ in range(3):  # capture, then replays
+            got = model.predict(src, half=half, cuda_graph=True, **kw)
+            assert len(got) == len(want)
+            for g, w in zip(got, want, strict=True):
+                assert g.boxes.data.device.type == "cpu" and torch.equal(g.boxes.data, w.boxes.data)
+    assert sum(len(r.boxes) for r in want) > 0
+    graphs = model.prepared(half=half).graphs.info()["graphs"]
+    assert graphs and all(g["prologue"].startswith("u8/255:") and g["input_dtype"] in ("uint8", "float32")
+                          for g in graphs), graphs
+    assert any(g["replays"] >= 2 for g in graphs)
+
+
+def test_a_replay_to_the_host_equals_the_device_copy():
+    model = _model()
+    x = _probes((1, 3, 64, 64))[0]
+    runner = PredictGraphs(model.family)
+    dev = runner.run(x, policy=True)
+    host = runner.run(x, policy=True, host=True)
+    assert all(t.device.type == "cpu" and t.is_pinned() for t in host)
+    assert _eq(tuple(t.cpu() for t in dev), host)

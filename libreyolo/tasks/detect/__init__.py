@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ...ops.boxes import scale_boxes
+from ...ops.boxes import scale_boxes, scale_boxes_into
 from ...ops.candidates import candidates_truncated, select_detections
 from ...ops.candidates import to_host as candidates_to_host
 from ..base import LetterboxTask, to_host
@@ -56,7 +56,10 @@ class DetectTask(LetterboxTask):
             dets = to_host(twin.postprocess(raw, conf=opts.conf, iou=opts.iou, classes=opts.classes,
                                             max_det=opts.max_det, agnostic=opts.agnostic_nms))
         for it, det, p in zip(items, dets, params, strict=True):
-            det[:, :4] = scale_boxes(det[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.shape)
+            if det.device.type == "cpu" and det.dtype == torch.float32:  # numpy rows: rescaled in place
+                scale_boxes_into(det.numpy(), ratio=p.ratio, pad=p.pad, orig_shape=it.shape)
+            else:
+                det[:, :4] = scale_boxes(det[:, :4], ratio=p.ratio, pad=p.pad, orig_shape=it.shape)
         return dets
 
     # ------------------------------------------------------------------ data

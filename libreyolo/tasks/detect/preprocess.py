@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,45 +17,117 @@ from ...ops.letterbox import LetterboxParams, letterbox, letterbox_batch, letter
 
 
 class Staging:
-    """Pinned host buffers for the uint8 upload, reused across calls (one per byte size).
+    """Pinned host buffers for the uint8 upload, reused across calls (one per device and shape).
 
     A buffer is rewritten only after the copy that last read it has finished (an event per
-    buffer), so a reused buffer can never race an upload still in flight.
+    buffer), so a reused buffer can never race an upload still in flight. Each buffer keeps its
+    tensor and numpy views, so an upload is one memcpy into it, one device allocation and one
+    asynchronous copy: on a slow host every torch call saved is tens of microseconds of a
+    batch-1 call.
     """
 
+    MAX_BUFFERS = 4
+
     def __init__(self) -> None:
-        self._bufs: dict[tuple[str, int], tuple[Tensor, Any]] = {}
+        self._bufs: dict[tuple[torch.device, tuple[int, ...]], tuple[Tensor, np.ndarray, Any]] = {}
         self._lock = threading.Lock()
 
     def upload(self, arr: np.ndarray, device: torch.device) -> Tensor:
         """arr (np.ndarray, uint8, C-contiguous) -> the same tensor on ``device``."""
-        if arr.flags.writeable:
-            src = torch.from_numpy(arr)
-        else:  # read-only (e.g. np.asarray of a PIL image): never written here, so no copy
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                src = torch.from_numpy(arr)
         if device.type != "cuda":
-            return src
-        key = (str(device), src.numel())
+            if arr.flags.writeable:
+                return torch.from_numpy(arr)
+            with warnings.catch_warnings():  # read-only (np.asarray of a PIL image): never written here
+                warnings.simplefilter("ignore", UserWarning)
+                return torch.from_numpy(arr)
+        key = (device, arr.shape)
         with self._lock:  # one caller at a time per buffer: wait, fill, launch, record
             entry = self._bufs.get(key)
             if entry is None:
-                if len(self._bufs) >= 4:
+                if len(self._bufs) >= self.MAX_BUFFERS:
                     self._bufs.pop(next(iter(self._bufs)))
                 with torch.cuda.device(device):
-                    entry = (torch.empty(key[1], dtype=torch.uint8, pin_memory=True), torch.cuda.Event())
+                    buf = torch.empty(arr.shape, dtype=torch.uint8, pin_memory=True)
+                    entry = (buf, buf.numpy(), torch.cuda.Event())
                 self._bufs[key] = entry
-            buf, done = entry
+            buf, view, done = entry
             done.synchronize()
-            host = buf.view(src.shape)
-            np.copyto(host.numpy(), arr)  # a plain memcpy into the pinned buffer
-            out = host.to(device, non_blocking=True)
+            np.copyto(view, arr)  # a plain memcpy into the pinned buffer
+            out = torch.empty(arr.shape, dtype=torch.uint8, device=device)
+            out.copy_(buf, non_blocking=True)
             done.record(torch.cuda.current_stream(device))
         return out
 
 
 _STAGING = Staging()
+
+
+@dataclass(frozen=True)
+class Normalize:
+    """The last step of preprocessing as a function of the letterboxed pixels, so that it can run
+    inside the prediction graph (its first kernels) instead of as separate launches before it:
+    0..255 values (uint8, or float32 after a resize) -> ``dtype`` in [0, 1] in the network's
+    layout, BGR channels swapped to RGB first when ``bgr``. The same kernels and bits as
+    :func:`preprocess` (which ends with it); hashable, so a graph is keyed on it.
+
+    Example:
+        >>> f = Normalize(dtype=torch.float32, channels_last=False, bgr=True)
+        >>> f(torch.tensor([[[[255]], [[0]], [[0]]]], dtype=torch.uint8)).flatten().tolist(), f.name
+        ([0.0, 0.0, 1.0], 'u8/255:float32:nchw:bgr')
+    """
+
+    dtype: torch.dtype
+    channels_last: bool
+    bgr: bool
+
+    @property
+    def name(self) -> str:
+        return (f"u8/255:{str(self.dtype).removeprefix('torch.')}:{'cl' if self.channels_last else 'nchw'}"
+                f"{':bgr' if self.bgr else ''}")
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self.bgr:
+            x = x.flip(1)
+        return normalized(x, dtype=self.dtype,
+                          memory_format=torch.channels_last if self.channels_last else torch.contiguous_format)
+
+
+def preprocess_pixels(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device, *,
+                      dtype: torch.dtype = torch.float32, channels_last: bool = False, rect: bool = False,
+                      stride: int = 32, staging: Staging | None = None,
+                      bgr: bool = False) -> tuple[Tensor, list[LetterboxParams], Normalize]:
+    """:func:`preprocess` up to, not including, its last step: (the letterboxed 0..255 pixels
+    Tensor[B, 3, H, W] on ``device``, letterbox params, the :class:`Normalize` that turns them into
+    what :func:`preprocess` returns). Same-shaped images without a resize or pad stay the uploaded
+    uint8 (a view of the HWC upload: channels-last strides); a resize makes float32 values."""
+    x, params, in_bgr = _letterboxed(images, imgsz, device, rect=rect, stride=stride, staging=staging, bgr=bgr,
+                                     swap=False)
+    return x, params, Normalize(dtype=dtype, channels_last=channels_last, bgr=in_bgr)
+
+
+def _letterboxed(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device, *, rect: bool,
+                 stride: int, staging: Staging | None, bgr: bool,
+                 swap: bool) -> tuple[Tensor, list[LetterboxParams], bool]:
+    """Upload and letterbox; ``swap``: BGR channels are swapped here (else the caller's job, told by
+    the returned flag)."""
+    shapes = [tuple(int(v) for v in im.shape[:2]) for im in images]
+    out_shape = letterbox_shape(shapes, imgsz, stride=stride, rect=rect)
+    if len(set(shapes)) == 1:
+        arr = images[0][None] if len(images) == 1 else np.stack(images)  # (B, h, w, 3)
+        t = (staging or _STAGING).upload(np.ascontiguousarray(arr), device).permute(0, 3, 1, 2)
+        if bgr and swap:
+            t = t.flip(1)
+        x, p = letterbox_batch(t, out_shape)
+        return x, [p] * len(images), bgr and not swap
+    boxed, params = [], []
+    for im in images:
+        t = torch.from_numpy(np.ascontiguousarray(im)).to(device, non_blocking=True).permute(2, 0, 1)
+        if bgr and swap:
+            t = t.flip(0)
+        b, p = letterbox(t, out_shape)
+        boxed.append(b)
+        params.append(p)
+    return torch.stack(boxed), params, bgr and not swap
 
 
 def preprocess(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.device, *,
@@ -72,26 +145,9 @@ def preprocess(images: list[np.ndarray], imgsz: tuple[int, int], device: torch.d
     resized, padded and normalised on ``device`` in one batched pass; mixed shapes are letterboxed
     one by one.
     """
-    shapes = [tuple(int(v) for v in im.shape[:2]) for im in images]
-    out_shape = letterbox_shape(shapes, imgsz, stride=stride, rect=rect)
+    x, params, _ = _letterboxed(images, imgsz, device, rect=rect, stride=stride, staging=staging, bgr=bgr,
+                                swap=True)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    if len(set(shapes)) == 1:
-        arr = images[0][None] if len(images) == 1 else np.stack(images)  # (B, h, w, 3)
-        t = (staging or _STAGING).upload(np.ascontiguousarray(arr), device).permute(0, 3, 1, 2)
-        if bgr:
-            t = t.flip(1)
-        x, p = letterbox_batch(t, out_shape)
-        params = [p] * len(images)
-    else:
-        boxed, params = [], []
-        for im in images:
-            t = torch.from_numpy(np.ascontiguousarray(im)).to(device, non_blocking=True).permute(2, 0, 1)
-            if bgr:
-                t = t.flip(0)
-            b, p = letterbox(t, out_shape)
-            boxed.append(b)
-            params.append(p)
-        x = torch.stack(boxed)
     return normalized(x, dtype=dtype, memory_format=fmt), params
 
 
