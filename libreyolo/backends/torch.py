@@ -157,7 +157,12 @@ class TorchBackend:
         self._check_head()
         if self._prep is None:
             self._prep = _Prepared(self)
-        return self._prep.get(prep_spec(self.family, half=half, fuse=fuse))
+        fam = self.family
+        key = (half, fuse, fam.fused, fam.device)
+        spec = self._prep.specs.get(key)
+        if spec is None:  # a PrepSpec per (half, fuse, fused, device), built once
+            spec = self._prep.specs[key] = prep_spec(fam, half=half, fuse=fuse)
+        return self._prep.get(spec)
 
     def drop_prepared(self) -> None:
         if self._prep is not None:
@@ -213,9 +218,14 @@ class _Prepared:
         self.spec: PrepSpec | None = None
         self.twin: TorchBackend | None = None
         self.cache: OrderedDict[PrepSpec, tuple[TorchBackend, Fingerprint]] = OrderedDict()
+        self.specs: dict[tuple[Any, ...], PrepSpec] = {}
 
     def get(self, spec: PrepSpec) -> TorchBackend:
         net = self.owner.family.net
+        if spec is self.spec:  # the twin of the last call, if the weights did not change since
+            hit = self.cache.get(spec)
+            if hit is not None and not hit[1].stale(net):
+                return hit[0]
         hit = self.cache.get(spec)
         if hit is None or hit[1].stale(net):
             for key in [k for k, (_, fp) in self.cache.items() if k == spec or fp.stale(net)]:

@@ -226,6 +226,7 @@ class GraphEntry:
     sentinel: tuple[Any, ...] = field(default=())
     bias_act: bool = False  # captured with the fused conv epilogue (layers.conv.graph_bias_act)
     eager_bias_act: bool = False  # ... and it has eager stages, which replays run with it too
+    copied: Any = None  # the event after a replay's copies to the host (``host=True``)
 
     def info(self) -> dict[str, Any]:
         stages = [
@@ -426,9 +427,10 @@ def _replay_entry(entry: GraphEntry, x: Tensor, amp_dtype: torch.dtype | None, *
         out_leaves, out_spec = flatten(val)
         if host:
             outs = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True) for t in out_leaves]
-            done = torch.cuda.Event()
-            done.record()
-            return unflatten(out_spec, outs), done
+            if entry.copied is None:  # one event per entry: a later replay's record only makes a wait longer
+                entry.copied = torch.cuda.Event()
+            entry.copied.record(torch.cuda.current_stream(x.device))
+            return unflatten(out_spec, outs), entry.copied
         return unflatten(out_spec, [t.clone() for t in out_leaves])
 
 

@@ -52,7 +52,10 @@ class Staging:
                 self._bufs[key] = entry
             buf, view, done = entry
             done.synchronize()
-            np.copyto(view, arr)  # a plain memcpy into the pinned buffer
+            if arr.flags.writeable:  # torch's copy runs on the intra-op threads: 4x a single memcpy
+                buf.copy_(torch.from_numpy(arr))  # on a 16-core host (benchmarks/predict_phases.py)
+            else:  # a read-only array cannot be wrapped without a warning: numpy's memcpy then
+                np.copyto(view, arr)
             out = torch.empty(arr.shape, dtype=torch.uint8, device=device)
             out.copy_(buf, non_blocking=True)
             done.record(torch.cuda.current_stream(device))
