@@ -482,3 +482,36 @@ def test_a_replay_to_the_host_equals_the_device_copy():
     host = runner.run(x, policy=True, host=True)
     assert all(t.device.type == "cpu" and t.is_pinned() for t in host)
     assert _eq(tuple(t.cpu() for t in dev), host)
+
+
+FLAGGED_FIRST = sorted({n: s for n, s in reversed(FLAGGED)}.items())
+
+
+@pytest.mark.parametrize(("name", "size"), FLAGGED_FIRST)
+def test_flagged_family_replays_the_pixel_prologue_bit_for_bit(name, size):
+    """Every flagged family whose task letterboxes: the graph predict captures (pixel
+    normalisation + network, + decode where the family has one) replays the eager forward of the
+    normalised pixels bit for bit, the half twin where its weights are cast (else fp32), on
+    uint8 HWC pixels (channels-last strides) with the BGR swap."""
+    from libreyolo.models._base.inference import channels_last, input_dtype
+    from libreyolo.tasks import task_of
+    from libreyolo.tasks.base import LetterboxTask
+    from libreyolo.tasks.detect.preprocess import Normalize
+
+    cls = families()[name]
+    model = Model(build_probe_model(cls, size=size, task=cls.TASKS[0], device="cuda", seed=0))
+    if not isinstance(task_of(model), LetterboxTask):
+        pytest.skip(f"{name}: task {model.task!r} has its own preprocessing (no prologue)")
+    twin = model.prepared(half=bool(cls.HALF_CAST))
+    step = Normalize(dtype=input_dtype(twin), channels_last=channels_last(twin), bgr=True)
+    side = PROBE_SIDE.get(name, 320)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    decoded = bool(twin.DECODE_TOPK)
+    for seed in (3, 4):
+        g.manual_seed(seed)
+        px = torch.randint(0, 256, (1, side, side, 3), dtype=torch.uint8, device="cuda", generator=g).permute(0, 3, 1, 2)
+        want = twin.eager_forward(step(px), decoded=decoded)
+        got = twin.forward(px, cuda_graph=True, decoded=decoded, prologue=step)
+        assert _eq(got, want), (name, size, seed)
+    info = twin.graphs.info()
+    assert [g["prologue"] for g in info["graphs"]] == [step.name] and info["policy"]["replays"] == 2, info
