@@ -158,9 +158,9 @@ class TorchBackend:
         if self._prep is None:
             self._prep = _Prepared(self)
         fam = self.family
-        key = (half, fuse, fam.fused, fam.device)
+        key = (half, fuse, fam.fused, fam.device, fam.HALF_CAST, fam.INFER_CHANNELS_LAST)
         spec = self._prep.specs.get(key)
-        if spec is None:  # a PrepSpec per (half, fuse, fused, device), built once
+        if spec is None:  # a PrepSpec per input of prep_spec, built once
             spec = self._prep.specs[key] = prep_spec(fam, half=half, fuse=fuse)
         return self._prep.get(spec)
 
@@ -247,4 +247,5 @@ class _Prepared:
         for twin, _ in self.cache.values():
             self._release(twin)
         self.cache.clear()
+        self.specs.clear()
         self.twin, self.spec = None, None

@@ -259,3 +259,15 @@ def test_predict_rounds_imgsz_like_train_with_one_notice(caplog):
     with caplog.at_level(logging.WARNING, logger="libreyolo.engine.predictor"):
         m.predict(np.zeros((40, 40, 3), np.uint8), imgsz=64)
     assert not [r for r in caplog.records if "not a multiple" in r.getMessage()]
+
+
+def test_prepared_twin_follows_the_family_flags_it_is_built_from(monkeypatch):
+    """The spec of a twin is looked up per (half, fuse, fused, device, HALF_CAST,
+    INFER_CHANNELS_LAST): a flag changed between calls (as the layout benchmarks do) gets its
+    own twin instead of the one cached for the old value."""
+    m = _model()
+    assert next(m.prepared(half=True).net.parameters()).dtype == torch.bfloat16  # CPU half: bf16
+    monkeypatch.setattr(type(m.family), "HALF_CAST", False)
+    assert next(m.prepared(half=True).net.parameters()).dtype == torch.float32
+    monkeypatch.undo()
+    assert next(m.prepared(half=True).net.parameters()).dtype == torch.bfloat16
