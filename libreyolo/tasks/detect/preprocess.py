@@ -52,9 +52,12 @@ class Staging:
                 self._bufs[key] = entry
             buf, view, done = entry
             done.synchronize()
-            if arr.flags.writeable:  # torch's copy runs on the intra-op threads: 4x a single memcpy
-                buf.copy_(torch.from_numpy(arr))  # on a 16-core host (benchmarks/predict_phases.py)
-            else:  # a read-only array cannot be wrapped without a warning: numpy's memcpy then
+            if arr.flags.writeable and threading.current_thread() is _MAIN:
+                # torch's copy runs on the intra-op threads: 8.2 vs 33.8 us for a 640x480 photo on
+                # the 16-core GPU host (benchmarks/predict_phases.py); only from the main thread, so
+                # that predict calls in several threads do not each start a team of copy threads
+                buf.copy_(torch.from_numpy(arr))
+            else:  # other threads, and read-only arrays (not wrappable without a warning): one memcpy
                 np.copyto(view, arr)
             out = torch.empty(arr.shape, dtype=torch.uint8, device=device)
             out.copy_(buf, non_blocking=True)
@@ -63,6 +66,7 @@ class Staging:
 
 
 _STAGING = Staging()
+_MAIN = threading.main_thread()
 
 
 @dataclass(frozen=True)
