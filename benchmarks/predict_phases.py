@@ -14,7 +14,8 @@ interleaved:
 and a torch.profiler pass over a few calls that reports, per call, when the GPU first and last
 ran something relative to the call's start, and how long it sat idle in between.
 
-    python3 benchmarks/predict_phases.py --out benchmarks/results/profile
+    python3 benchmarks/predict_phases.py --out benchmarks/results/profile/phases
+    python3 benchmarks/predict_phases.py --out benchmarks/results/profile/phases --model yolox:s --name predict_phases_yolox_s
 """
 
 from __future__ import annotations
@@ -204,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--commit", default=None)
+    ap.add_argument("--model", default="yolo9:t", help="family:size (peer_predict's names)")
+    ap.add_argument("--name", default="predict_phases", help="results file stem")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("predict_phases.py needs a CUDA device")
@@ -215,9 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device("cuda", 0)
     img, what = photo()
     results: dict[str, Any] = {"photo": what}
-    md = [f"# One predict(cuda_graph=True) call, function by function: yolo9-t, batch 1, {what}", ""]
+    fam, size = args.model.split(":")
+    md = [f"# One predict(cuda_graph=True) call, function by function: {fam}-{size}, batch 1, {what}", ""]
     for half in (True, False):
-        model = libre_model("yolo9", "t", dev)
+        model = libre_model(fam, size, dev)
         for _ in range(20):
             model.predict(img, cuda_graph=True, half=half, conf=0.25)
         twin = model.prepared(half=half)
@@ -293,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     md += ["## Host cost of the primitives (us per call, no syncs)", "", md_table(price_rows, ["primitive", "host_us"]), ""]
     md.append("`floor`: pinned upload + graph replay (normalisation inside) + D2H + numpy threshold, "
               "nothing else; `replay`: the synchronous runner call on a prepared input.")
-    write_result(Path(args.out) / "predict_phases.json", numbers=results, markdown="\n".join(md), commit=args.commit)
+    write_result(Path(args.out) / f"{args.name}.json", numbers=results, markdown="\n".join(md), commit=args.commit)
     print("\n".join(md))
     return 0
 
