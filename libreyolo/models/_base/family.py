@@ -72,7 +72,8 @@ class Family:
     # A network captured as one stage is captured as this many graphs, cut at boundaries between
     # the network's top-level modules (graphs/runner.py: chunk_cuts) and replayed back to back, so
     # the GPU starts the first while the host still launches the rest. 1: one graph per stage.
-    # Raised for a family only with parity rows captured that way (benchmarks/graph_chunks.py).
+    # Raised for a family only with parity rows captured that way (benchmarks/graph_chunks.py); on
+    # yolo9-t (session U) 2-4 graphs were bitwise and no faster end to end, so none sets it.
     GRAPH_CHUNKS: ClassVar[int] = 1
     # half=True casts the prepared twin's weights once (float16 on CUDA, bfloat16 on CPU). A family
     # whose math is not safe in a low-precision cast keeps fp32 weights under autocast instead.
