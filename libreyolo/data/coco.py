@@ -65,6 +65,32 @@ class CocoSplit:
     labels: list[np.ndarray]
     shapes: list[tuple[int, int]]
     names: dict[int, str]
+    images_dir: Path | None = None
+    keypoints: list[np.ndarray] | None = None  # per image ndarray[n, K, 3] x y v (read_coco(kpt_shape=...))
+
+    def with_keypoints(self, kpt_shape: tuple[int, int]) -> CocoSplit:
+        """This split read again with the annotations' ``keypoints`` (a person-keypoints file)."""
+        return read_coco(self.json_path, self.images_dir if self.images_dir is not None else self.files[0].parent,
+                         kpt_shape=kpt_shape)
+
+    def pose_labels(self, files: list[Path], *, nc: int,
+                    prefix: str = "") -> dict[Path, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per image of ``files``: (classes ndarray[n] int64, boxes ndarray[n, 4] float32 cx cy w h,
+        keypoints ndarray[n, K, 3] float32 x y v, normalised), what a pose label file gives
+        (:func:`libreyolo.data.pose.parse_pose_file`)."""
+        if self.keypoints is None:
+            raise DatasetError(f"{prefix}{self.json_path} was read without keypoints")
+        by_file = {f: i for i, f in enumerate(self.files)}
+        out = {}
+        for f in files:
+            i = by_file.get(Path(f))
+            if i is None:
+                raise DatasetError(f"{prefix}{f} is not an image of {self.json_path}")
+            lab = self.labels[i]
+            if len(lab) and int(lab[:, 0].max()) >= nc:
+                raise DatasetError(f"{prefix}{self.json_path}: class id {int(lab[:, 0].max())} >= nc={nc}")
+            out[Path(f)] = (lab[:, 0].astype(np.int64), lab[:, 1:5].copy(), self.keypoints[i].copy())
+        return out
 
     def index(self, files: list[Path], *, nc: int, prefix: str = "") -> LabelIndex:
         """The :class:`LabelIndex` of ``files`` (all or some of this split's, e.g. ``fraction``):
@@ -113,12 +139,19 @@ def _load_json(path: Path) -> dict:
     return doc
 
 
-def read_coco(json_path: str | Path, images_dir: str | Path) -> CocoSplit:
+def read_coco(json_path: str | Path, images_dir: str | Path, *, kpt_shape: tuple[int, int] | None = None) -> CocoSplit:
     """Read a COCO instances JSON whose ``file_name``\\s are relative to ``images_dir``.
 
+    ``kpt_shape`` (K, D): also read each annotation's ``keypoints`` (COCO person-keypoints files:
+    ``[x1, y1, v1, ..., xK, yK, vK]`` in pixels, v 0 not labelled, 1 labelled but occluded, 2
+    visible) into ``keypoints``, normalised by the image size; a labelled keypoint outside its
+    image is marked v = 0 (counted in the log line), as an unlabelled one is. A category's
+    ``keypoints`` name list, where present, must have K entries.
+
     Raises :class:`DatasetError` for a file that is not COCO instances JSON, a category or image
-    entry without its required fields, an annotation pointing at an unknown image or category, or
-    a listed image that does not exist (the first one named).
+    entry without its required fields, an annotation pointing at an unknown image or category, a
+    listed image that does not exist (the first one named), or (with ``kpt_shape``) an annotation
+    without K keypoint triples or with a visibility other than 0, 1, 2.
     """
     json_path, images_dir = Path(json_path), Path(images_dir)
     doc = _load_json(json_path)
@@ -130,6 +163,15 @@ def read_coco(json_path: str | Path, images_dir: str | Path) -> CocoSplit:
     if not cat_ids:
         raise DatasetError(f"{json_path}: 'categories' is empty")
     cls_of = {cid: k for k, cid in enumerate(cat_ids)}
+    nk = int(kpt_shape[0]) if kpt_shape is not None else 0
+    if kpt_shape is not None:
+        for c in doc["categories"]:
+            names = c.get("keypoints")
+            if isinstance(names, list) and len(names) != nk:
+                raise DatasetError(f"{json_path}: category {c.get('name')!r} names {len(names)} keypoints but the "
+                                   f"dataset yaml's kpt_shape is [{nk}, {kpt_shape[1]}]")
+    kpts: dict[int, list[np.ndarray]] = {}
+    outside = 0
     images: dict[int, tuple[Path, int, int]] = {}
     for im in doc["images"]:
         try:
@@ -138,6 +180,7 @@ def read_coco(json_path: str | Path, images_dir: str | Path) -> CocoSplit:
             raise DatasetError(f"{json_path}: every image needs 'id', 'file_name', 'width' and 'height' "
                                f"(got {im!r})") from e
     rows: dict[int, list[list[float]]] = {i: [] for i in images}
+    kpts = {i: [] for i in images}
     dropped = 0
     for a in doc.get("annotations") or []:
         try:
@@ -162,9 +205,16 @@ def read_coco(json_path: str | Path, images_dir: str | Path) -> CocoSplit:
             dropped += 1
             continue
         rows[img_id].append([cls_of[cid], (x1 + x2) / 2 / iw, (y1 + y2) / 2 / ih, (x2 - x1) / iw, (y2 - y1) / ih])
+        if kpt_shape is not None:
+            kp, n_out = _keypoints(a, nk, iw, ih, json_path)
+            kpts[img_id].append(kp)
+            outside += n_out
     if dropped:
         logger.info("%s: left out %d crowd or zero-area annotation(s)", json_path.name, dropped)
-    files, labels, shapes = [], [], []
+    if outside:
+        logger.info("%s: %d labelled keypoint(s) outside their image marked not labelled (v = 0)", json_path.name,
+                    outside)
+    files, labels, shapes, points = [], [], [], []
     for img_id, (f, h, w) in images.items():
         if not f.is_file():
             raise DatasetError(f"{json_path}: image {f} (id {img_id}) does not exist; 'file_name' is read "
@@ -172,10 +222,35 @@ def read_coco(json_path: str | Path, images_dir: str | Path) -> CocoSplit:
         files.append(f)
         shapes.append((h, w))
         labels.append(np.array(rows[img_id], np.float32).reshape(-1, 5))
+        if kpt_shape is not None:
+            points.append(np.stack(kpts[img_id]) if kpts[img_id] else np.zeros((0, nk, 3), np.float32))
     if not files:
         raise DatasetError(f"{json_path}: 'images' is empty")
     return CocoSplit(json_path=json_path, files=files, labels=labels, shapes=shapes,
-                     names={k: cat_name[cid] for cid, k in cls_of.items()})
+                     names={k: cat_name[cid] for cid, k in cls_of.items()}, images_dir=images_dir,
+                     keypoints=points if kpt_shape is not None else None)
+
+
+def _keypoints(ann: dict, k: int, iw: int, ih: int, json_path: Path) -> tuple[np.ndarray, int]:
+    """One annotation's ``keypoints`` -> (ndarray[K, 3] float32 x / w, y / h, v; labelled keypoints
+    outside the image, now v = 0)."""
+    raw = ann.get("keypoints")
+    try:
+        kp = np.array(raw, np.float64).reshape(k, 3)
+    except (TypeError, ValueError):
+        n = len(raw) if isinstance(raw, list) else 0
+        raise DatasetError(f"{json_path}: annotation {ann.get('id')!r} has {n} keypoint numbers, the dataset yaml's "
+                           f"kpt_shape needs {3 * k} (x, y, v for each of {k} keypoints)") from None
+    v = kp[:, 2]
+    bad = [x for x in v if x not in (0.0, 1.0, 2.0)]
+    if bad:
+        raise DatasetError(f"{json_path}: annotation {ann.get('id')!r} has keypoint visibility {bad[0]:g}, none of 0 "
+                           "(not labelled), 1 (occluded), 2 (visible)")
+    out = (v > 0) & ((kp[:, 0] < 0) | (kp[:, 0] > iw) | (kp[:, 1] < 0) | (kp[:, 1] > ih))
+    kp[out | (v == 0)] = 0.0
+    kp[:, 0] /= iw
+    kp[:, 1] /= ih
+    return kp.astype(np.float32), int(out.sum())
 
 
 def role_of(stem: str) -> str | None:

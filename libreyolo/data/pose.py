@@ -18,6 +18,11 @@ value or a labelled keypoint outside [0, 1] or a visibility other than 0, 1, 2 r
 :class:`~libreyolo.errors.DatasetError` naming the file and line. A missing label file is an image
 without objects.
 
+COCO person-keypoints JSON instead of label files: the yaml's ``<split>_json`` keys
+(:mod:`libreyolo.data.coco`) next to ``kpt_shape: [K, 3]``; each annotation's
+``keypoints`` (K pixel triples x, y, v) are read with its box, normalised the same way (a labelled
+keypoint outside its image becomes v = 0). A category's ``keypoints`` name list must have K names.
+
 An item: ``img`` Tensor[3, S, S] (``rect``: [3, H, W]) uint8 RGB (letterboxed; training: randomly
 scaled and placed, optionally mixed up and affine-warped, colour-jittered, flipped), ``cls`` Tensor[n]
 int64, ``bboxes`` Tensor[n, 4] float32 (cx, cy, w, h normalised to the item's W and H),
@@ -76,6 +81,13 @@ class PoseDataConfig(DataConfig):
     skeleton: list[list[int]] | None = None
     kpt_sigmas: list[float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def pose_labels(self, split: str, files: list[Path], *,
+                    prefix: str = "") -> dict[Path, tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+        """The keypoint labels of ``files`` of ``split`` when that split is COCO JSON, else None
+        (labels are ``.txt`` files next to the images)."""
+        coco = self.coco.get(split)
+        return coco.pose_labels(files, nc=self.nc, prefix=prefix) if coco is not None else None
 
 
 def parse_pose_file(path: Path, *, nc: int, kpt_shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -250,7 +262,8 @@ class PoseDataset(RectItems, MosaicSeededDataset):
                  hsv_v: float = 0.4, mosaic: float = 0.0, mixup: float = 0.0, degrees: float = 0.0,
                  translate: float = 0.0,
                  shear: float = 0.0, perspective: float = 0.0, single_cls: bool = False, rect: bool = False,
-                 stride: int = 32, kpt_sigmas: list[float] | None = None, prefix: str = "") -> None:
+                 stride: int = 32, kpt_sigmas: list[float] | None = None, prefix: str = "",
+                 labels: dict[Path, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None) -> None:
         from .augment import AugmentConfig
 
         if isinstance(imgsz, bool) or not isinstance(imgsz, int) or imgsz < 8:
@@ -272,6 +285,10 @@ class PoseDataset(RectItems, MosaicSeededDataset):
         self.kpt_shape = (int(kpt_shape[0]), int(kpt_shape[1]))
         self.flip_idx = list(flip_idx) if flip_idx is not None else None
         self.kpt_sigmas = list(kpt_sigmas) if kpt_sigmas is not None else None
+        self.labels = labels
+        if labels is not None and (k := next(iter(labels.values()), None)) is not None and k[2].shape[1:] != (
+                self.kpt_shape[0], 3):
+            raise DatasetError(f"{prefix}keypoint labels of shape {k[2].shape[1:]} for kpt_shape {list(self.kpt_shape)}")
         if augment and fliplr > 0 and self.flip_idx is None:
             logger.warning("%sthe dataset yaml has no flip_idx: horizontal flips are off (a flip must swap left "
                            "and right keypoints)", prefix)
@@ -289,7 +306,10 @@ class PoseDataset(RectItems, MosaicSeededDataset):
         bgr = cv2.imread(str(f), cv2.IMREAD_COLOR)
         if bgr is None:
             raise DatasetError(f"{self.prefix}image {f} could not be read (missing or not an image)")
-        cls, boxes, kpts = parse_pose_file(label_path(f), nc=self.nc, kpt_shape=self.kpt_shape)
+        if self.labels is not None:  # COCO JSON keypoints, read once (data.coco.CocoSplit.pose_labels)
+            cls, boxes, kpts = (v.copy() for v in self.labels[f])
+        else:
+            cls, boxes, kpts = parse_pose_file(label_path(f), nc=self.nc, kpt_shape=self.kpt_shape)
         if self.single_cls:
             cls = np.zeros_like(cls)
         return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), (cls, boxes, kpts)
@@ -483,9 +503,8 @@ def load_pose_data(data: str | Path) -> PoseDataConfig:
         data = str(ensure_shapes_pose_dataset())
     base = load_data_config(data)
     doc = yaml.safe_load(Path(base.yaml_path).read_text()) if Path(base.yaml_path).is_file() else {}
-    if base.coco:
-        raise DatasetError(f"{base.yaml_path}: COCO JSON labels are not read for pose yet; write YOLO pose label "
-                           "files (labels/<split>/<image>.txt, 'cls cx cy w h x1 y1 v1 ...')")
     keys = _pose_keys(doc if isinstance(doc, dict) else {}, Path(base.yaml_path))
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(DataConfig)}
+    if base.coco:  # person-keypoints JSON: read again with the keypoints of kpt_shape
+        fields["coco"] = {split: c.with_keypoints(keys["kpt_shape"]) for split, c in base.coco.items()}
     return PoseDataConfig(**fields, **keys)

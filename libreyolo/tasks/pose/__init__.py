@@ -127,8 +127,10 @@ class PoseTask(LetterboxTask):
         for key in ("single_cls", "rect"):  # rect: aspect-sorted, rectangular items
             if train_cfg is not None and getattr(train_cfg, key, False):
                 options[key] = True
+        labels = config.pose_labels(split, files, prefix=f"{split}: ") if hasattr(config, "pose_labels") else None
         return PoseDataset(files, imgsz=imgsz, nc=config.nc, kpt_shape=config.kpt_shape, flip_idx=config.flip_idx,
-                           kpt_sigmas=config.kpt_sigmas, augment=augment, prefix=f"{split}: ", **options)
+                           kpt_sigmas=config.kpt_sigmas, augment=augment, prefix=f"{split}: ", labels=labels,
+                           **options)
 
     def train_defaults(self, family_imgsz: int, cfg: Any, explicit: set[str]) -> dict[str, Any]:
         """``project`` defaults to runs/pose."""
