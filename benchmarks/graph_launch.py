@@ -147,7 +147,7 @@ def yolo_graph(device: torch.device, half: bool, iters: int) -> dict[str, Any]:
     from benchmarks.peer_predict import libre_model, photo
     from libreyolo.graphs.seam import run_eager
     from libreyolo.layers.conv import graph_bias_act
-    from libreyolo.models._base.inference import channels_last, cudnn_benchmark, input_dtype
+    from libreyolo.models._base.inference import channels_last, cudnn_benchmark, input_dtype, uses_graph_bias_act
     from libreyolo.tasks.detect.preprocess import preprocess
 
     rgb, _ = photo()
@@ -156,7 +156,7 @@ def yolo_graph(device: torch.device, half: bool, iters: int) -> dict[str, Any]:
     x, _ = preprocess([rgb], (640, 640), device, dtype=input_dtype(twin), channels_last=channels_last(twin),
                       rect=True, stride=twin.stride)
     stages = twin.predict_stages() if twin.DECODE_TOPK else twin.forward_stages()
-    bias_act = bool(getattr(type(model.family), "GRAPH_BIAS_ACT", False))
+    bias_act = uses_graph_bias_act(twin)
     out: dict[str, Any] = {"input": list(x.shape), "dtype": str(x.dtype), "bias_act": bias_act}
 
     def capture(g: Any) -> None:

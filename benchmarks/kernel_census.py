@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     from libreyolo.graphs.parity import build_probe_model, probe_batch
     from libreyolo.graphs.runner import PredictGraphs
     from libreyolo.graphs.seam import run_eager
-    from libreyolo.models._base.inference import PrepSpec, build_twin, cudnn_benchmark
+    from libreyolo.models._base.inference import PrepSpec, build_twin, cudnn_benchmark, twin_channels_last, uses_graph_bias_act
     from libreyolo.registry import families
 
     name, size = args.model.split(":")
@@ -98,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     cls = families()[name]
     model = build_probe_model(cls, size=size, task=cls.TASKS[0], device=dev, seed=0, fuse=False)
     dtype = torch.float32 if args.fp32 or not cls.HALF_CAST else torch.float16
-    twin = build_twin(model, PrepSpec(fuse=True, dtype=dtype, channels_last=bool(cls.INFER_CHANNELS_LAST),
-                                      device=str(dev)))
-    fmt = torch.channels_last if cls.INFER_CHANNELS_LAST else torch.contiguous_format
+    cl = twin_channels_last(cls, dtype)
+    twin = build_twin(model, PrepSpec(fuse=True, dtype=dtype, channels_last=cl, device=str(dev)))
+    fmt = torch.channels_last if cl else torch.contiguous_format
     x = probe_batch("image", (1, 3, h, w), device=dev, seed=1).to(dtype, memory_format=fmt)
     rows: dict[str, Any] = {}
     with cudnn_benchmark(dev), torch.inference_mode():
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     table.append({"kind": "total", **{f"{a} n": rows[a]["kernels_per_step"] for a in rows},
                   **{f"{a} ms": rows[a]["kernel_ms_per_step"] for a in rows}})
     md = [f"# Kernel census: {name}-{size} {str(dtype).removeprefix('torch.')} {h}x{w}, batch 1, "
-          f"channels_last={bool(cls.INFER_CHANNELS_LAST)}, graph bias_act={bool(cls.GRAPH_BIAS_ACT)}", "",
+          f"channels_last={cl}, graph bias_act={uses_graph_bias_act(twin)}", "",
           "GPU kernels per step by kind (torch.profiler, CUDA time):", "",
           md_table(table, list(table[0])), ""]
     for arm in rows:

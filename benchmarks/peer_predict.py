@@ -211,17 +211,18 @@ def network_step(rgb: np.ndarray, *, families: list[tuple[str, str]], device: to
     eager and graph replay; for yolo9-t also the profiler's kernel sum and torch.compile."""
     from libreyolo.bench import timing
     from libreyolo.graphs.seam import run_eager
-    from libreyolo.models._base.inference import channels_last, cudnn_benchmark, input_dtype
+    from libreyolo.models._base.inference import channels_last, cudnn_benchmark, input_dtype, uses_graph_bias_act
     from libreyolo.tasks.detect.preprocess import preprocess
 
     out: dict[str, Any] = {}
     for fam, size in families:
         model = libre_model(fam, size, device)
         cls = type(model.family)
-        default_cl = cls.INFER_CHANNELS_LAST
+        default_cl, default_half_cl, default_ba = cls.INFER_CHANNELS_LAST, cls.HALF_CHANNELS_LAST, cls.GRAPH_BIAS_ACT
         for half in (False, True):
             for cl in (False, True):
                 cls.INFER_CHANNELS_LAST = cl
+                cls.HALF_CHANNELS_LAST = None  # both dtypes in the arm's layout
                 model.backend.drop_prepared()
                 twin = model.prepared(half=half)
                 decoded = bool(twin.DECODE_TOPK)
@@ -246,7 +247,7 @@ def network_step(rgb: np.ndarray, *, families: list[tuple[str, str]], device: to
                             ks = ((r.get("graph_profile") or {}).get("kernel_sum_ms")
                                   or (r.get("eager_profile") or {}).get("kernel_sum_ms"))
                             r["graph_over_kernel_sum"] = r["graph"]["median_ms"] / ks if ks else None
-                        if getattr(cls, "GRAPH_BIAS_ACT", False):  # A/B in the same run: ATen's conv epilogue
+                        if uses_graph_bias_act(twin):  # A/B in the same run: ATen's conv epilogue
                             twin.release()
                             cls.GRAPH_BIAS_ACT = False
                             try:
@@ -255,9 +256,10 @@ def network_step(rgb: np.ndarray, *, families: list[tuple[str, str]], device: to
                                 if fam == "yolo9":
                                     r["graph_aten_epilogue_profile"] = timing.kernel_profile(graph, device=device)
                             finally:
-                                cls.GRAPH_BIAS_ACT = True
+                                cls.GRAPH_BIAS_ACT = default_ba
                                 twin.release()
-                        if with_compile and fam == "yolo9" and half and cl == default_cl:
+                        default_arm = default_half_cl if half and default_half_cl is not None else default_cl
+                        if with_compile and fam == "yolo9" and half and cl == default_arm:
                             r["compile"] = compile_arm(twin, x, decoded=decoded, device=device, warmup=warmup,
                                                        iters=iters, run_eager=run_eager, timing=timing)
                 except Exception as e:  # noqa: BLE001 - a failing arm is recorded
@@ -265,7 +267,7 @@ def network_step(rgb: np.ndarray, *, families: list[tuple[str, str]], device: to
                 out[key] = r
                 logger.info("network %s: %s", key, {k: v for k, v in r.items() if k in ("eager", "graph", "error")})
                 model.release_graphs()
-        cls.INFER_CHANNELS_LAST = default_cl
+        cls.INFER_CHANNELS_LAST, cls.HALF_CHANNELS_LAST = default_cl, default_half_cl
         model.backend.drop_prepared()
         del model
         torch.cuda.empty_cache()
@@ -300,9 +302,12 @@ def best(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
 
 
 def _default_cl() -> bool:
+    import torch
+
+    from libreyolo.models._base.inference import twin_channels_last
     from libreyolo.models.yolo9.family import YOLO9
 
-    return bool(YOLO9.INFER_CHANNELS_LAST)
+    return twin_channels_last(YOLO9, torch.float16)  # the layout of the half twin the target is about
 
 
 def targets(rows: list[dict[str, Any]], net: dict[str, Any]) -> dict[str, Any]:

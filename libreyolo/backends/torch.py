@@ -158,7 +158,7 @@ class TorchBackend:
         if self._prep is None:
             self._prep = _Prepared(self)
         fam = self.family
-        key = (half, fuse, fam.fused, fam.device, fam.HALF_CAST, fam.INFER_CHANNELS_LAST)
+        key = (half, fuse, fam.fused, fam.device, fam.HALF_CAST, fam.INFER_CHANNELS_LAST, fam.HALF_CHANNELS_LAST)
         spec = self._prep.specs.get(key)
         if spec is None:  # a PrepSpec per input of prep_spec, built once
             spec = self._prep.specs[key] = prep_spec(fam, half=half, fuse=fuse)

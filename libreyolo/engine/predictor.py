@@ -156,12 +156,20 @@ class CallClock:
     On CUDA the preprocessing and network parts are GPU time between events recorded around
     them (read after the batch's one device-to-host copy, so no sync is added); postprocessing is
     the rest of the time until detections are on the host; ``results`` is building the Results.
+
+    ``host_clock``: every part is host wall-clock time instead, also on CUDA. The graph path uses
+    it: there the network call returns only when its outputs are on the host (one copy, one
+    synchronisation), so ``inference`` is the time from the launch until they arrived (the GPU's
+    normalisation, network and decode, and the copy) and ``preprocess`` the host work before it,
+    without three timed events per call (each record costs about 13 us on the GPU host, measured
+    by ``benchmarks/predict_phases.py``). A call that runs eager instead (the first sighting under
+    ``cuda_graph="auto"``) counts its wait for the GPU in ``postprocess``, where the copy happens.
     """
 
     _spare: ClassVar[dict[torch.device, list[list[Any]]]] = {}  # event triples of finished calls, per device
 
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
+    def __init__(self, device: torch.device, *, host_clock: bool = False) -> None:
+        self.cuda = device.type == "cuda" and not host_clock
         self.device = device
         if self.cuda:  # looked up once per call: each lookup costs tens of microseconds on a slow host
             self.stream = torch.cuda.current_stream(device)
@@ -233,9 +241,12 @@ def _prepared(model: Any, opts: PredictOptions) -> tuple[Any, torch.dtype | None
 def predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Results]:
     """Yield one :class:`Results` per image / frame (``opts.verbose``: one log line each, shown on
     stderr when the application has not configured logging)."""
+    if not opts.verbose:  # the common case: no logging context to enter
+        yield from _predict(model, source, opts)
+        return
     from .val_logging import library_logging
 
-    with library_logging(opts.verbose):
+    with library_logging(True):
         yield from _predict(model, source, opts)
 
 
@@ -254,13 +265,13 @@ def _predict(model: Family, source: Any, opts: PredictOptions) -> Iterator[Resul
     twin, amp, dtype, cl = _prepared(model, opts)
     task = task_of(model)
     decoded = task.predict_decoded(twin, opts)
-    clock = CallClock(device)
     saver = _Saver(model, opts, source)
     # on the graph path the last preprocessing step (BGR swap, divide by 255, cast, layout) runs as
     # the first kernels of the graph (tasks.detect.preprocess.Normalize), and a replay's candidates
     # are copied from graph memory straight to the host
     in_graph = opts.cuda_graph is not False and device.type == "cuda" and amp is None and getattr(
         twin, "GRAPH_PROLOGUE", False)
+    clock = CallClock(device, host_clock=in_graph and decoded)
 
     def forward(x: Tensor, decoded: bool, prologue: Any = None) -> Any:
         with cudnn_benchmark(device):

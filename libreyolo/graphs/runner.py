@@ -31,6 +31,7 @@ from .. import env
 from ..device import autocast
 from ..errors import ConfigError, GraphCaptureError
 from ..layers.conv import graph_bias_act
+from ..models._base.inference import uses_graph_bias_act
 from .recovery import no_gc, recover_after_failed_capture
 from .seam import Stage, TreeSpec, flatten, unflatten
 
@@ -226,7 +227,20 @@ class GraphEntry:
     sentinel: tuple[Any, ...] = field(default=())
     bias_act: bool = False  # captured with the fused conv epilogue (layers.conv.graph_bias_act)
     eager_bias_act: bool = False  # ... and it has eager stages, which replays run with it too
-    copied: Any = None  # the event after a replay's copies to the host (``host=True``)
+    _plain: Any = None  # (static input, stage, output leaves, output spec) of a one-stage entry; built once
+
+    def plain(self) -> Any:
+        """The entry as one captured stage with one input tensor (most networks), or ``False``:
+        ``(static input, stage, output leaves, output spec)``, worked out on the first replay."""
+        if self._plain is None:
+            only = self.steps[0] if len(self.steps) == 1 else None
+            if isinstance(only, CapturedStage) and len(only.static_in) == 1 and only.in_spec == flatten(
+                    only.static_in[0])[1]:
+                leaves, spec = flatten(only.static_out)
+                self._plain = (only.static_in[0], only, leaves, spec)
+            else:
+                self._plain = False
+        return self._plain
 
     def info(self) -> dict[str, Any]:
         stages = [
@@ -397,9 +411,25 @@ def _capture_entry(stages: list[Stage], x: Tensor, key: GraphKey, *, amp_dtype: 
 def _replay_entry(entry: GraphEntry, x: Tensor, amp_dtype: torch.dtype | None, *, host: bool = False) -> Any:
     """Copy in, replay each captured stage (eager stages in between), copy out. Caller holds the lock.
 
-    ``host``: the outputs are copied straight from graph memory into fresh pinned host tensors
-    (asynchronously: the caller waits on the returned event before reading them) instead of being
-    cloned on the device; returns ``(outputs, event)`` then."""
+    ``host``: the outputs are copied straight from graph memory into fresh pinned host tensors,
+    asynchronously on the current stream: the caller synchronises that stream (outside the lock)
+    before reading them, instead of the outputs being cloned on the device.
+
+    An entry of one captured stage with one input tensor (the common case) takes a short path:
+    its key already fixed the input's shape, dtype and device, so the checks and tree walks that
+    a chain with eager stages between captured ones needs are skipped (tens of microseconds of a
+    batch-1 call on a slow host)."""
+    plain = entry.plain()
+    if plain:
+        static_in, stage, out_leaves, out_spec = plain
+        with torch.inference_mode():
+            if x.data_ptr() != static_in.data_ptr():
+                static_in.copy_(x)
+            stage.replay()
+            if host:
+                return unflatten(out_spec, [torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(
+                    t, non_blocking=True) for t in out_leaves])
+            return unflatten(out_spec, [t.clone() for t in out_leaves])
     eager_act = graph_bias_act(True) if entry.eager_bias_act else nullcontext()
     with torch.inference_mode(), autocast(x.device, amp_dtype), eager_act:
         val: Any = x
@@ -426,11 +456,8 @@ def _replay_entry(entry: GraphEntry, x: Tensor, amp_dtype: torch.dtype | None, *
             val = step.static_out
         out_leaves, out_spec = flatten(val)
         if host:
-            outs = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True) for t in out_leaves]
-            if entry.copied is None:  # one event per entry: a later replay's record only makes a wait longer
-                entry.copied = torch.cuda.Event()
-            entry.copied.record(torch.cuda.current_stream(x.device))
-            return unflatten(out_spec, outs), entry.copied
+            return unflatten(out_spec, [torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True)
+                                        for t in out_leaves])
         return unflatten(out_spec, [t.clone() for t in out_leaves])
 
 
@@ -514,7 +541,7 @@ class PredictGraphs:
             decision = self._book.decide(key, policy=policy)
             if decision == "replay":
                 entry = self._book.entries[key]
-                self._order_streams(x.device)
+                stream = self._order_streams(x.device)
                 out = _replay_entry(entry, x, amp_dtype, host=host)
                 entry.replays += 1
                 self._book.stats["replays"] += 1
@@ -531,9 +558,8 @@ class PredictGraphs:
                 self._eager_reason = (f"cuda_graph='auto': input {list(key.shape)} {key.dtype} seen once; "
                                       "it is captured when the same shape repeats")
         if decision == "replay":
-            if host:  # the copies were queued under the lock; wait for them outside it
-                out, done = out
-                done.synchronize()
+            if host:  # the copies were queued under the lock, last on this stream; wait outside it
+                stream.synchronize()
             return out
         return model.eager_forward(prologue(x) if prologue is not None else x, amp_dtype=amp_dtype, decoded=decoded)
 
@@ -616,14 +642,15 @@ class PredictGraphs:
             self._invalidate_locked("parameters were relocated (model.net replaced or its parameters "
                                     "reassigned) without going through Family.to/fuse/quantize")
 
-    def _order_streams(self, device: torch.device) -> None:
+    def _order_streams(self, device: torch.device) -> Any:
         """Replays share static buffers and one pool: the lock orders their launches, and this orders
-        their execution when callers launch from different streams."""
+        their execution when callers launch from different streams. Returns the current stream."""
         cur = torch.cuda.current_stream(device)
         last = self._last_stream
-        if last is not None and last != cur and last.device == cur.device:
+        if last is not None and last is not cur and last != cur and last.device == cur.device:
             cur.wait_stream(last)
         self._last_stream = cur
+        return cur
 
     def _invalidate_locked(self, reason: str) -> None:
         n = len(self._book.drop_all())
@@ -653,7 +680,7 @@ class PredictGraphs:
         try:
             entry, out = _capture_entry(stages, x, key, amp_dtype=amp_dtype, pool=self._pools[dev],
                                         stream=self._streams[dev], warmup=self.warmup,
-                                        bias_act=bool(getattr(model, "GRAPH_BIAS_ACT", False)), chunker=chunker)
+                                        bias_act=uses_graph_bias_act(model), chunker=chunker)
         except RuntimeError as e:
             self._pools.pop(dev, None)  # a failed capture may leave the pool half-used
             recover_after_failed_capture(x.device, stream=caller_stream)

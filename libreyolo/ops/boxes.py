@@ -104,13 +104,17 @@ def scale_boxes_into(rows: np.ndarray, *, ratio: float, pad: tuple[float, float]
         >>> rows[0, :4].tolist()
         [20.0, 20.0, 220.0, 400.0]
     """
+    if not rows.shape[0]:
+        return
     h, w = orig_shape
-    xs, ys = rows[:, 0:4:2], rows[:, 1:4:2]
-    xs -= np.float32(pad[0])
-    ys -= np.float32(pad[1])
-    rows[:, :4] /= np.float32(ratio)
-    np.clip(xs, 0, w, out=xs)
-    np.clip(ys, 0, h, out=ys)
+    b = rows[:, :4]
+    # per column the same float32 operations as scale_boxes; four ufunc calls on the (N, 4) block
+    # instead of per-coordinate slices and np.clip's Python wrapper (half the host time on a few
+    # rows). NaN propagates as with np.clip.
+    b -= np.array((pad[0], pad[1], pad[0], pad[1]), dtype=np.float32)
+    b /= np.float32(ratio)
+    np.maximum(b, np.float32(0), out=b)
+    np.minimum(b, np.array((w, h, w, h), dtype=np.float32), out=b)
 
 
 def scale_boxes(boxes: Tensor, *, ratio: float, pad: tuple[float, float], orig_shape: tuple[int, int]) -> Tensor:

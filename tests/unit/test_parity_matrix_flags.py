@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from libreyolo.graphs.parity import expected_flag, load_matrix
+from libreyolo.models._base.inference import twin_channels_last
 from libreyolo.registry import families
 
 MATRIX = Path(__file__).resolve().parents[2] / "docs" / "cuda-graph-parity.json"
@@ -89,21 +90,26 @@ def test_matrix_environment_names_the_commit_the_runner_sent(monkeypatch):
 @pytest.mark.parametrize("name", sorted(families()))
 def test_rows_were_captured_with_the_prepared_model_the_flags_describe(name):
     """Parity is proven on the prepared model ``predict`` runs: a family's rows must have been
-    captured in the layout (``INFER_CHANNELS_LAST``) and with the conv epilogue
-    (``GRAPH_BIAS_ACT``) its flags now select, so flipping a flag forces new rows. Architecture
-    variant rows (``arch``) are checked for the layout only: they prove refusals and other
-    variants, some were captured before the fused epilogue existed."""
+    captured in the layout its flags now select for the row's weights (``INFER_CHANNELS_LAST``,
+    ``HALF_CHANNELS_LAST`` for half-precision weights) and with the conv epilogue
+    (``GRAPH_BIAS_ACT``, which ``"channels_last"`` restricts to channels-last twins), so flipping
+    a flag forces new rows. Architecture variant rows (``arch``) are checked for the layout only:
+    they prove refusals and other variants, some were captured before the fused epilogue existed."""
     cls = families()[name]
     rows = [r for r in _rows() if r["family"] == name and "prepared" in r]
     for r in rows:
         where = f"{name}-{r['size']} {r['dtype']} ({r.get('commit')})"
-        assert r["prepared"]["channels_last"] is bool(cls.INFER_CHANNELS_LAST), (
-            f"{where}: captured with channels_last={r['prepared']['channels_last']}, the flag is "
-            f"{cls.INFER_CHANNELS_LAST}; regenerate the rows (benchmarks/parity_predict.py --merge)")
+        weights = getattr(torch, r["prepared"]["weights"])
+        want_cl = twin_channels_last(cls, weights)
+        assert r["prepared"]["channels_last"] is want_cl, (
+            f"{where}: captured with channels_last={r['prepared']['channels_last']}, the flags select "
+            f"{want_cl} for {weights}; regenerate the rows (benchmarks/parity_predict.py --merge)")
         if r.get("arch") or r.get("result") != "pass":
             continue
-        assert bool(r.get("bias_act")) is bool(cls.GRAPH_BIAS_ACT), (
-            f"{where}: captured with bias_act={bool(r.get('bias_act'))}, GRAPH_BIAS_ACT is {cls.GRAPH_BIAS_ACT}")
+        want_ba = bool(cls.GRAPH_BIAS_ACT) and (cls.GRAPH_BIAS_ACT != "channels_last" or want_cl)
+        assert bool(r.get("bias_act")) is want_ba, (
+            f"{where}: captured with bias_act={bool(r.get('bias_act'))}, GRAPH_BIAS_ACT is "
+            f"{cls.GRAPH_BIAS_ACT!r} (channels_last={want_cl})")
 
 
 @pytest.mark.parametrize("name", sorted(n for n, c in families().items() if c.CUDA_GRAPH_VARIANTS))

@@ -65,10 +65,19 @@ class Family:
     # Inference preparation (models/_base/inference.py): run the prepared twin in channels-last
     # memory format on CUDA (set per family from benchmarks/layout_predict.py).
     INFER_CHANNELS_LAST: ClassVar[bool] = False
+    # The layout of the half-precision twin when it differs from the fp32 one (None: the same as
+    # INFER_CHANNELS_LAST). cuDNN's NCHW float16 convolutions transpose to NHWC around each call,
+    # so a family whose fp32 graph is fastest in NCHW can still run half precision faster, eager
+    # and captured, in channels-last (benchmarks/results/peer/families, layout/ba). Both predict
+    # modes run the same twin, so eager and graph still compute the same bits.
+    HALF_CHANNELS_LAST: ClassVar[bool | None] = None
     # Prediction graphs warm up and capture with the fused conv epilogue (bias add + SiLU in one
     # kernel, layers/conv.graph_bias_act): on for a family once its parity rows were regenerated
     # with it (the rows prove the replay with the fused kernel equals the eager forward without).
-    GRAPH_BIAS_ACT: ClassVar[bool] = False
+    # "channels_last": only for a twin in channels-last format (in NCHW cuDNN adds the bias inside
+    # the convolution, rounding once where the two-step eager epilogue rounds twice, so 14 of 32
+    # NCHW rows of yolox / rtmdet were not bitwise: commit accc88c).
+    GRAPH_BIAS_ACT: ClassVar[bool | str] = False
     # A network captured as one stage is captured as this many graphs, cut at boundaries between
     # the network's top-level modules (graphs/runner.py: chunk_cuts) and replayed back to back, so
     # the GPU starts the first while the host still launches the rest. 1: one graph per stage.

@@ -58,11 +58,30 @@ def half_dtype(device: torch.device) -> torch.dtype:
     return torch.float16 if device.type == "cuda" else torch.bfloat16
 
 
+def twin_channels_last(model: Any, dtype: torch.dtype) -> bool:
+    """Whether a family's twin with ``dtype`` weights runs channels-last (on CUDA): its
+    ``HALF_CHANNELS_LAST`` for a half dtype where set, else ``INFER_CHANNELS_LAST``."""
+    half = getattr(model, "HALF_CHANNELS_LAST", None)
+    if dtype != torch.float32 and half is not None:
+        return bool(half)
+    return bool(model.INFER_CHANNELS_LAST)
+
+
+def uses_graph_bias_act(model: Any) -> bool:
+    """Whether prediction graphs of ``model`` (a prepared twin) capture the fused conv epilogue:
+    ``GRAPH_BIAS_ACT`` is True, or ``"channels_last"`` and the twin is channels-last."""
+    flag = getattr(model, "GRAPH_BIAS_ACT", False)
+    if flag == "channels_last":
+        return channels_last(model)
+    return bool(flag)
+
+
 def prep_spec(model: Family, *, half: bool, fuse: bool) -> PrepSpec:
     device = model.device
     cast = half and model.HALF_CAST
-    return PrepSpec(fuse=bool(fuse) and not model.fused, dtype=half_dtype(device) if cast else torch.float32,
-                    channels_last=bool(model.INFER_CHANNELS_LAST) and device.type == "cuda",
+    dtype = half_dtype(device) if cast else torch.float32
+    return PrepSpec(fuse=bool(fuse) and not model.fused, dtype=dtype,
+                    channels_last=twin_channels_last(model, dtype) and device.type == "cuda",
                     device=str(device))
 
 
@@ -152,7 +171,11 @@ def build_twin(model: Family, spec: PrepSpec) -> Family:
 
 
 def input_dtype(model: Family) -> torch.dtype:
-    """The dtype a prepared model's network expects its input in (its first floating parameter's)."""
+    """The dtype a prepared model's network expects its input in (its first floating parameter's;
+    a twin's spec says it without walking the module tree: the whole network was cast to it)."""
+    spec = getattr(model, "prep_spec", None)
+    if spec is not None:
+        return spec.dtype
     for p in model.net.parameters():
         if p.is_floating_point():
             return p.dtype

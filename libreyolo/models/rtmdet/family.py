@@ -27,6 +27,10 @@ class RTMDet(DenseFamily):
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     DECODE_TOPK: ClassVar[int] = 1000
+    # half=True: channels-last with the fused epilogue (fp32 stays NCHW without it): eager fp16 NCHW was
+    # 1.06-1.08x fp32 (benchmarks/results/peer/families); graph fp16 cl_ba / nchw 0.98 (layout/ba)
+    HALF_CHANNELS_LAST: ClassVar[bool | None] = True
+    GRAPH_BIAS_ACT: ClassVar[bool | str] = "channels_last"
 
     @classmethod
     def build_net(cls, *, size: str, nc: int, task: str) -> nn.Module:

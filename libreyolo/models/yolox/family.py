@@ -30,6 +30,10 @@ class YOLOX(DenseFamily):
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json
     DECODE_TOPK: ClassVar[int] = 1000
+    # half=True: channels-last with the fused epilogue (fp32 stays NCHW without it): eager fp16 NCHW was
+    # 1.42x (batch 8) fp32 (benchmarks/results/peer/families); graph fp16 cl_ba / nchw 0.96 (layout/ba)
+    HALF_CHANNELS_LAST: ClassVar[bool | None] = True
+    GRAPH_BIAS_ACT: ClassVar[bool | str] = "channels_last"
 
     def __init__(
         self,

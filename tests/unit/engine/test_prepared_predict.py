@@ -271,3 +271,27 @@ def test_prepared_twin_follows_the_family_flags_it_is_built_from(monkeypatch):
     assert next(m.prepared(half=True).net.parameters()).dtype == torch.float32
     monkeypatch.undo()
     assert next(m.prepared(half=True).net.parameters()).dtype == torch.bfloat16
+
+
+def test_the_half_twin_can_take_its_own_layout_and_the_epilogue_follows_it():
+    """``HALF_CHANNELS_LAST`` picks the half-precision twin's layout (None: the fp32 one's), and
+    ``GRAPH_BIAS_ACT = "channels_last"`` turns the fused epilogue on for channels-last twins only."""
+    from types import SimpleNamespace
+
+    from libreyolo.models._base.inference import PrepSpec, twin_channels_last, uses_graph_bias_act
+    from libreyolo.models.rtmdet.family import RTMDet
+    from libreyolo.models.yolo9.family import YOLO9
+    from libreyolo.models.yolox.family import YOLOX
+
+    for cls in (YOLOX, RTMDet):  # NCHW in fp32, channels-last in half precision
+        assert twin_channels_last(cls, torch.float32) is False
+        assert twin_channels_last(cls, torch.float16) is True and twin_channels_last(cls, torch.bfloat16) is True
+    assert twin_channels_last(YOLO9, torch.float32) is twin_channels_last(YOLO9, torch.float16) is True
+
+    def twin(flag: object, cl: bool) -> SimpleNamespace:
+        return SimpleNamespace(GRAPH_BIAS_ACT=flag, prep_spec=PrepSpec(fuse=True, dtype=torch.float16,
+                                                                       channels_last=cl, device="cuda:0"))
+
+    assert uses_graph_bias_act(twin("channels_last", True)) is True
+    assert uses_graph_bias_act(twin("channels_last", False)) is False
+    assert uses_graph_bias_act(twin(True, False)) is True and uses_graph_bias_act(twin(False, True)) is False

@@ -31,7 +31,9 @@ def test_reference_is_the_conv_bias_then_silu():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
-def test_triton_kernel_matches_the_reference_under_the_interpreter(dtype, layout, monkeypatch):
+@pytest.mark.parametrize("shape", [(2, 24, 7, 13), (1, 200, 3, 5), (1, 3, 40, 41), (2, 1, 5, 5)],
+                         ids=["partial-tiles", "two-channel-tiles", "two-row-blocks", "one-channel"])
+def test_triton_kernel_matches_the_reference_under_the_interpreter(dtype, layout, shape, monkeypatch):
     from libreyolo.kernels.attention.msda_triton import interpreting
 
     if not interpreting():
@@ -39,10 +41,12 @@ def test_triton_kernel_matches_the_reference_under_the_interpreter(dtype, layout
     monkeypatch.setenv("LIBREYOLO_KERNELS", "triton")
     registry.clear_cache()
     g = torch.Generator().manual_seed(0)
-    y = (torch.randn(2, 24, 7, 13, generator=g) * 4).to(dtype)  # 4368 elements: a partial last block
+    # tiles cut every way: partial pixel and channel tiles, more channels than one tile column
+    # (200 > 128), NCHW rows longer than one block (40*41 > 1024), a single channel
+    y = (torch.randn(*shape, generator=g) * 4).to(dtype)
     if layout == "channels_last":
         y = y.contiguous(memory_format=torch.channels_last)
-    b = torch.randn(24, generator=g).to(dtype)
+    b = torch.randn(shape[1], generator=g).to(dtype)
     ref = bias_act_reference(y.clone(), b)
     got = kernels.dispatch("bias_act", y.clone(), b)
     assert kernels.active()["bias_act"] == "triton"
