@@ -46,6 +46,8 @@ def real_batch(batch: int, imgsz: int, device: torch.device) -> dict[str, Any]:
 
 def arm(name: str, *, graph: bool, batch: int, imgsz: int, amp: bool) -> dict[str, Any]:
     from libreyolo import LibreYOLO
+    from libreyolo.graphs.seam import flatten
+
     device = torch.device("cuda", 0)
     torch.manual_seed(0)
     model = LibreYOLO(name, pretrained=False, nc=6)
@@ -66,7 +68,8 @@ def arm(name: str, *, graph: bool, batch: int, imgsz: int, amp: bool) -> dict[st
         def fwd_bwd() -> None:
             with torch.autocast("cuda", dtype=amp_dtype or torch.float32, enabled=amp):
                 preds = net(data["img"])
-            torch.autograd.backward(preds, [torch.ones_like(p) for p in preds])
+            leaves = [t for t in flatten(preds)[0] if t.requires_grad]  # one tensor (FOMO), a list, or a tree
+            torch.autograd.backward(leaves, [torch.ones_like(t) for t in leaves])
 
         net_fastest = time_wall(fwd_bwd, device=device, iters=STEPS, warmup=0)["min_ms"]
         res["network_fwd_bwd_fastest_ms"] = net_fastest

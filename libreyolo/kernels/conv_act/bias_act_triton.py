@@ -1,15 +1,15 @@
 """In-tree Triton provider of the ``bias_act`` slot (contract: :mod:`libreyolo.kernels.conv_act`).
 
-The output is walked as a 2-D tile grid, so no element computes its channel with a 64-bit
-division: in channels-last memory the tensor is a ``(N*H*W, C)`` matrix (a tile is ``BLOCK_P``
-pixels by ``BLOCK_C`` channels, the bias loaded once per tile column), in NCHW a
-``(N*C, H*W)`` matrix (one row per image and channel, its bias one scalar per program). Offsets
-are 32-bit unless the tensor has 2**31 elements or more. Numerics follow ATen's two kernels: the
-sum is formed in float32 and rounded to the output dtype (the in-place add), then SiLU is
-computed in float32 with libdevice ``expf`` and a correctly rounded division (ATen's
-``x / (1 + exp(-x))``), rounded once more. (The first version indexed a flat block with a
-64-bit modulo per element: about 2.1 us per kernel where Inductor's fused epilogues took 1.5,
-``benchmarks/results/profile/kernel_census_yolo9_t.md``.)
+One program per ``BLOCK`` elements of the flat output; the channel of an element is
+``i % C`` in channels-last memory and ``(i // (H * W)) % C`` in NCHW, in 32-bit integer
+arithmetic unless the tensor has 2**31 elements or more (a 64-bit division per element made the
+first version about 2.1 us per kernel where Inductor's fused epilogues took 1.5,
+``benchmarks/results/profile/kernel_census_yolo9_t.md``; 2-D tiles of 2,048 elements, tried
+next, were slower still on the small maps of a batch-1 network: half as many programs). Blocks
+are 512 elements below 2**20 elements (more programs in flight on small maps), 1,024 above.
+Numerics follow ATen's two kernels: the sum is formed in float32 and rounded to the output
+dtype (the in-place add), then SiLU is computed in float32 with libdevice ``expf`` and a
+correctly rounded division (ATen's ``x / (1 + exp(-x))``), rounded once more.
 
 Eligibility (the predicate): plain eager execution or a CUDA-graph capture (no tracing,
 compiling or export), a 4-D floating tensor on CUDA (or on the CPU under ``TRITON_INTERPRET=1``
@@ -37,54 +37,26 @@ OP = "bias_act"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 @triton.jit
-def _silu(v, LIBDEVICE: tl.constexpr):
+def _bias_silu(y_ptr, b_ptr, n, C, HW, CHANNELS_LAST: tl.constexpr, WIDE: tl.constexpr, LIBDEVICE: tl.constexpr,
+               BLOCK: tl.constexpr):
+    if WIDE:
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    else:
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if CHANNELS_LAST:
+        c = offs % C
+    else:
+        c = (offs // HW) % C
+    y = tl.load(y_ptr + offs, mask=mask, other=0.0)
+    b = tl.load(b_ptr + c, mask=mask, other=0.0)
+    v = (y.to(tl.float32) + b.to(tl.float32)).to(y.dtype).to(tl.float32)
     if LIBDEVICE:  # expf as ATen's kernel calls it
         e = libdevice.exp(-v)
     else:  # the CPU interpreter has no libdevice: numpy's exp (tests of the indexing, not the bits)
         e = tl.exp(-v)
-    return tl.math.div_rn(v, 1.0 + e)
-
-
-@triton.jit
-def _bias_silu_cl(y_ptr, b_ptr, P, C, WIDE: tl.constexpr, LIBDEVICE: tl.constexpr,
-                  BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Channels-last: y is a row-major (P, C) matrix, P = N*H*W."""
-    p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    cmask = c < C
-    if WIDE:
-        offs = p.to(tl.int64)[:, None] * C + c[None, :]
-    else:
-        offs = p[:, None] * C + c[None, :]
-    mask = (p < P)[:, None] & cmask[None, :]
-    y = tl.load(y_ptr + offs, mask=mask, other=0.0)
-    b = tl.load(b_ptr + c, mask=cmask, other=0.0)
-    v = (y.to(tl.float32) + b.to(tl.float32)[None, :]).to(y.dtype).to(tl.float32)
-    tl.store(y_ptr + offs, _silu(v, LIBDEVICE).to(y.dtype), mask=mask)
-
-
-@triton.jit
-def _bias_silu_nchw(y_ptr, b_ptr, HW, C, WIDE: tl.constexpr, LIBDEVICE: tl.constexpr, BLOCK: tl.constexpr):
-    """NCHW: y is a row-major (N*C, HW) matrix; program (row, j) takes the j-th BLOCK elements of
-    a row (rows on the grid's first axis: N*C can pass the 65,535 limit of the others)."""
-    row = tl.program_id(0)
-    col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    if WIDE:
-        offs = row.to(tl.int64) * HW + col
-    else:
-        offs = row * HW + col
-    mask = col < HW
-    y = tl.load(y_ptr + offs, mask=mask, other=0.0)
-    b = tl.load(b_ptr + row % C)
-    v = (y.to(tl.float32) + b.to(tl.float32)).to(y.dtype).to(tl.float32)
-    tl.store(y_ptr + offs, _silu(v, LIBDEVICE).to(y.dtype), mask=mask)
-
-
-def _cl_tiles(c: int) -> tuple[int, int]:
-    """(BLOCK_P, BLOCK_C) of a channels-last tile of about 2,048 elements: every channel of up to
-    128 in one tile column (a power of two at least 16 wide), pixels filling the rest."""
-    block_c = min(128, max(16, triton.next_power_of_2(c)))
-    return 2048 // block_c, block_c
+    out = tl.math.div_rn(v, 1.0 + e)
+    tl.store(y_ptr + offs, out.to(y.dtype), mask=mask)
 
 
 def bias_act_triton(y: Tensor, bias: Tensor) -> Tensor:
@@ -96,20 +68,13 @@ def bias_act_triton(y: Tensor, bias: Tensor) -> Tensor:
         return bias_act_reference(y, bias)
     if n == 0:
         return y
+    channels_last = not y.is_contiguous()
     b = bias if bias.dtype == y.dtype else bias.to(y.dtype)
     hw = int(y.shape[2]) * int(y.shape[3])
-    wide = n >= 2 ** 31
+    block = 1024 if n >= 1 << 20 else 512
     with torch.cuda.device(y.device) if y.is_cuda else nullcontext():
-        if y.is_contiguous():  # NCHW (also a 1x1 map or a single channel, where both layouts agree)
-            block = min(1024, max(128, triton.next_power_of_2(hw)))
-            _bias_silu_nchw[(n // hw, triton.cdiv(hw, block))](y, b, hw, c, WIDE=wide, LIBDEVICE=not interpreting(),
-                                                              BLOCK=block)
-        else:
-            p = n // c
-            bp, bc = _cl_tiles(c)
-            _bias_silu_cl[(triton.cdiv(p, bp), triton.cdiv(c, bc))](y, b, p, c, WIDE=wide,
-                                                                   LIBDEVICE=not interpreting(), BLOCK_P=bp,
-                                                                   BLOCK_C=bc)
+        _bias_silu[(triton.cdiv(n, block),)](y, b, n, c, hw, CHANNELS_LAST=channels_last, WIDE=n >= 2 ** 31,
+                                             LIBDEVICE=not interpreting(), BLOCK=block)
     return y
 
 

@@ -32,7 +32,7 @@ def test_reference_is_the_conv_bias_then_silu():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
 @pytest.mark.parametrize("shape", [(2, 24, 7, 13), (1, 200, 3, 5), (1, 3, 40, 41), (2, 1, 5, 5)],
-                         ids=["partial-tiles", "two-channel-tiles", "two-row-blocks", "one-channel"])
+                         ids=["partial-block", "many-channels", "long-maps", "one-channel"])
 def test_triton_kernel_matches_the_reference_under_the_interpreter(dtype, layout, shape, monkeypatch):
     from libreyolo.kernels.attention.msda_triton import interpreting
 
@@ -41,8 +41,8 @@ def test_triton_kernel_matches_the_reference_under_the_interpreter(dtype, layout
     monkeypatch.setenv("LIBREYOLO_KERNELS", "triton")
     registry.clear_cache()
     g = torch.Generator().manual_seed(0)
-    # tiles cut every way: partial pixel and channel tiles, more channels than one tile column
-    # (200 > 128), NCHW rows longer than one block (40*41 > 1024), a single channel
+    # channel indexing every way: a partial last block, 200 channels (a block spans channel
+    # boundaries in NCHW), maps longer than a block (40*41 > 512), a single channel
     y = (torch.randn(*shape, generator=g) * 4).to(dtype)
     if layout == "channels_last":
         y = y.contiguous(memory_format=torch.channels_last)
