@@ -54,6 +54,8 @@ class RelativePositionBias(nn.Module):
     """The learned bias of one attention layer: ``table`` ((2w-1)**2, heads) looked up by the
     relative offset of each query/key pair -> Tensor[heads, N, N] (``Attention``'s hook)."""
 
+    NO_WEIGHT_DECAY = ("table",)  # exempt from weight decay (training.optim.param_groups)
+
     def __init__(self, window: int, heads: int) -> None:
         super().__init__()
         self.heads = heads

@@ -1,6 +1,7 @@
 """Optimiser construction with three parameter groups.
 
-Groups: 0 = conv/linear weights (weight decay), 1 = normalisation weights (no decay),
+Groups: 0 = conv/linear weights (weight decay), 1 = normalisation weights and the parameters
+a module exempts (``NO_WEIGHT_DECAY``: position embeddings, relative-position tables; no decay),
 2 = biases (no decay; a warm-up of their own). ``optimizer="auto"`` picks SGD (nesterov) for
 long runs (more than 10,000 optimiser steps) and AdamW with a class-count-scaled learning rate,
 ``0.002 * 5 / (4 + nc)``, for short ones, where SGD from scratch converges too slowly.
@@ -41,16 +42,29 @@ def choose_optimizer(*, name: str, lr0: float, momentum: float, nc: int, total_s
 
 
 def param_groups(net: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter], list[nn.Parameter]]:
-    """(decayed weights, normalisation weights, biases) of the trainable parameters."""
+    """(decayed weights, undecayed weights, biases) of the trainable parameters.
+
+    Undecayed: normalisation weights, other 1-D parameters (scales such as layer-scale gammas),
+    and the parameters a module names in its ``NO_WEIGHT_DECAY`` class attribute: the position
+    embeddings and class token of a vision transformer and the relative-position bias tables of
+    window attention, which the ViT, DeiT and Swin recipes train without weight decay.
+
+    Example:
+        >>> from libreyolo.layers.window_attention import RelativePositionBias
+        >>> net = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), RelativePositionBias(2, 1))
+        >>> [len(g) for g in param_groups(net)]  # linear weight; norm weight, bias table; two biases
+        [1, 2, 2]
+    """
     decay, norm, bias = [], [], []
     norm_types = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
     for module in net.modules():
+        exempt = getattr(module, "NO_WEIGHT_DECAY", ())
         for pname, p in module.named_parameters(recurse=False):
             if not p.requires_grad:
                 continue
             if pname == "bias":
                 bias.append(p)
-            elif isinstance(module, norm_types) or p.ndim <= 1:
+            elif isinstance(module, norm_types) or p.ndim <= 1 or pname in exempt:
                 norm.append(p)
             else:
                 decay.append(p)

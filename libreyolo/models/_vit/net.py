@@ -154,6 +154,8 @@ class VisionTransformer(nn.Module):
         (2, 5)
     """
 
+    NO_WEIGHT_DECAY = ("cls_token", "pos_embed")  # exempt from weight decay (training.optim.param_groups)
+
     def __init__(self, spec: ViTSpec, *, nc: int, fused_attn: bool = True) -> None:
         super().__init__()
         if spec.img_size % spec.patch:

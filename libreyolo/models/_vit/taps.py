@@ -29,6 +29,8 @@ class TappedViT(nn.Module):
         4
     """
 
+    NO_WEIGHT_DECAY = ("cls_token", "pos_embed")  # exempt from weight decay (training.optim.param_groups)
+
     def __init__(self, spec: ViTSpec, taps: tuple[int, ...], *, fused_attn: bool) -> None:
         super().__init__()
         if spec.img_size % spec.patch:

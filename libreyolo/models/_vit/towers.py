@@ -169,6 +169,8 @@ class ImageEncoder(nn.Module):
         (2, 8)
     """
 
+    NO_WEIGHT_DECAY = ("cls_token", "pos_embed")  # exempt from weight decay (training.optim.param_groups)
+
     def __init__(self, spec: TowerSpec, *, fused_attn: bool = False) -> None:
         super().__init__()
         if spec.img_size % spec.patch:

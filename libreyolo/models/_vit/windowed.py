@@ -81,6 +81,8 @@ class WindowedViT(nn.Module):
         [(1, 32, 4, 6), (1, 32, 4, 6)]
     """
 
+    NO_WEIGHT_DECAY = ("cls_token", "pos_embed")  # exempt from weight decay (training.optim.param_groups)
+
     def __init__(self, *, dim: int, depth: int, heads: int, patch: int, pos_grid: int, windows: int,
                  window_blocks: Sequence[int], out_blocks: Sequence[int], cls_token: bool, layer_scale: float,
                  out_norm: bool, pos_antialias: bool, fused_attn: bool = False, mlp_ratio: float = 4.0) -> None:

@@ -146,3 +146,24 @@ def test_family_recipe_defaults_sit_under_user_keys(caplog) -> None:
         TRAIN_DEFAULTS: dict = {}
 
     assert with_family_defaults(Plain(), {"epochs": 3}) == {"epochs": 3}
+
+
+@pytest.mark.parametrize("weights, exempt", [
+    ("LibreSwint-cls.pt", {"table"}),  # window attention's relative-position bias tables
+    ("LibreViTs16-cls.pt", {"cls_token", "pos_embed"}),
+    ("LibreDINOv2s14-cls.pt", {"cls_token", "pos_embed"}),
+])
+def test_transformer_position_parameters_train_without_weight_decay(weights, exempt):
+    """The ViT / DeiT / Swin recipes exempt position embeddings, the class token and relative
+    position tables from weight decay: they land in the undecayed group, every other matrix in
+    the decayed one."""
+    from libreyolo import LibreYOLO
+    from libreyolo.training.optim import param_groups
+
+    net = LibreYOLO(weights, pretrained=False, nc=3).net
+    decay, norm, _ = param_groups(net)
+    names = {id(p): n.rsplit(".", 1)[-1] for n, p in net.named_parameters()}
+    undecayed = {names[id(p)] for p in norm}
+    assert exempt <= undecayed
+    assert not exempt & {names[id(p)] for p in decay}
+    assert all(p.ndim >= 2 for p in decay) and len(decay) > 10
