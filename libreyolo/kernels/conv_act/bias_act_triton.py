@@ -1,15 +1,15 @@
 """In-tree Triton provider of the ``bias_act`` slot (contract: :mod:`libreyolo.kernels.conv_act`).
 
 One program per ``BLOCK`` elements of the flat output; the channel of an element is
-``i % C`` in channels-last memory and ``(i // (H * W)) % C`` in NCHW, in 32-bit integer
-arithmetic unless the tensor has 2**31 elements or more (a 64-bit division per element made the
-first version about 2.1 us per kernel where Inductor's fused epilogues took 1.5,
-``benchmarks/results/profile/kernel_census_yolo9_t.md``; 2-D tiles of 2,048 elements, tried
-next, were slower still on the small maps of a batch-1 network: half as many programs). Blocks
-are 512 elements below 2**20 elements (more programs in flight on small maps), 1,024 above.
-Numerics follow ATen's two kernels: the sum is formed in float32 and rounded to the output
-dtype (the in-place add), then SiLU is computed in float32 with libdevice ``expf`` and a
-correctly rounded division (ATen's ``x / (1 + exp(-x))``), rounded once more.
+``i % C`` in channels-last memory and ``(i // (H * W)) % C`` in NCHW. (About 2.1 us per launch in
+a batch-1 yolo9-t replay where Inductor's fused epilogues take 1.3-1.5. A version on 2-D tiles of
+2,048 elements without the per-element 64-bit modulo was slower, 2.55 us, on the small maps of a
+batch-1 network: ``benchmarks/results/profile/tiled/``. A 1-D version with 32-bit indexing and
+512-element blocks on small maps is the next candidate; it was not run on a GPU, so this one,
+whose bits the GPU tests hold, stays.) Numerics follow ATen's two
+kernels: the sum is formed in float32 and rounded to the output dtype (the in-place add), then
+SiLU is computed in float32 with libdevice ``expf`` and a correctly rounded division (ATen's
+``x / (1 + exp(-x))``), rounded once more.
 
 Eligibility (the predicate): plain eager execution or a CUDA-graph capture (no tracing,
 compiling or export), a 4-D floating tensor on CUDA (or on the CPU under ``TRITON_INTERPRET=1``
@@ -35,14 +35,13 @@ from ..context import eager_only
 NAME = "triton"
 OP = "bias_act"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+BLOCK = 1024
+
 
 @triton.jit
-def _bias_silu(y_ptr, b_ptr, n, C, HW, CHANNELS_LAST: tl.constexpr, WIDE: tl.constexpr, LIBDEVICE: tl.constexpr,
+def _bias_silu(y_ptr, b_ptr, n, C, HW, CHANNELS_LAST: tl.constexpr, LIBDEVICE: tl.constexpr,
                BLOCK: tl.constexpr):
-    if WIDE:
-        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    else:
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     if CHANNELS_LAST:
         c = offs % C
@@ -71,10 +70,9 @@ def bias_act_triton(y: Tensor, bias: Tensor) -> Tensor:
     channels_last = not y.is_contiguous()
     b = bias if bias.dtype == y.dtype else bias.to(y.dtype)
     hw = int(y.shape[2]) * int(y.shape[3])
-    block = 1024 if n >= 1 << 20 else 512
     with torch.cuda.device(y.device) if y.is_cuda else nullcontext():
-        _bias_silu[(triton.cdiv(n, block),)](y, b, n, c, hw, CHANNELS_LAST=channels_last, WIDE=n >= 2 ** 31,
-                                             LIBDEVICE=not interpreting(), BLOCK=block)
+        _bias_silu[(triton.cdiv(n, BLOCK),)](y, b, n, c, hw, CHANNELS_LAST=channels_last,
+                                             LIBDEVICE=not interpreting(), BLOCK=BLOCK)
     return y
 
 
