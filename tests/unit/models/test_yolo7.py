@@ -375,7 +375,9 @@ def test_loss_is_multiplied_by_batch_size_and_finite() -> None:
 
 def test_repeated_batch_training_decreases_loss() -> None:
     """Small (about 8 px) boxes have level-0 candidates only, so the per-level box mean does not
-    jump when positives move between levels; 20 SGD steps on one batch cut the loss clearly."""
+    jump when positives move between levels; 40 SGD steps on one batch cut the loss clearly. The
+    single-step losses wander (their path changes with the CPU's thread count), so the means of
+    the first 4 and the last 8 steps are compared."""
     torch.manual_seed(0)
     net = build_yolo7(size="tiny", nc=3).train()
     crit = YOLO7Loss(net, **{k: getattr(VARIANTS["tiny"], k) for k in ("box", "obj", "cls")})
@@ -384,14 +386,14 @@ def test_repeated_batch_training_decreases_loss() -> None:
     batch = {"batch_idx": torch.tensor([0, 0, 1]), "cls": torch.tensor([0, 2, 1]),
              "bboxes": torch.tensor([[0.3, 0.3, 0.14, 0.12], [0.7, 0.6, 0.12, 0.14], [0.5, 0.45, 0.13, 0.13]])}
     losses = []
-    for _ in range(20):
+    for _ in range(40):
         loss, _ = crit(net(x), batch)
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.item())
     assert all(math.isfinite(v) for v in losses)
-    assert sum(losses[-4:]) / 4 < 0.85 * losses[0], losses
+    assert sum(losses[-8:]) / 8 < 0.8 * sum(losses[:4]) / 4, losses
 
 
 # --------------------------------------------------------------------------- family / predict

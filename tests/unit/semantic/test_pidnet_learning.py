@@ -61,7 +61,9 @@ def test_the_default_recipe_keeps_the_loss_falling(tiny: tuple[torch.Tensor, dic
 
 def test_adamw_leaves_the_background_map(tiny: tuple[torch.Tensor, dict]) -> None:
     x, batch = tiny
-    ce, net = _run(lambda n: torch.optim.AdamW(n.parameters(), lr=1e-3, weight_decay=0.0), x, batch, steps=45)
+    # 60 steps: after 45 the foreground recall was 0.175 with one CPU thread and 0.236 with two (the
+    # path depends on the reduction order); after 60 it is 0.58 / 0.69
+    ce, net = _run(lambda n: torch.optim.AdamW(n.parameters(), lr=1e-3, weight_decay=0.0), x, batch, steps=60)
     assert ce[-1] < 0.5 * ce[0], ce
     with torch.no_grad():
         logits = net(x)[1]  # training mode: batch statistics, as in the steps
