@@ -104,7 +104,8 @@ class TrainConfig:
     fraction: float = field(default=1.0, metadata={"help": "train on the first fraction (0, 1] of the training "
                                                    "images, in their sorted order"})
     freeze: int | str = field(default=0, metadata={"help": "freeze the first N top-level modules of the network, "
-                                                   "or comma-separated module-name prefixes (stem1,p2)"})
+                                                   "comma-separated module-name prefixes (stem1,p2), or 'probe' "
+                                                   "(classifiers: a linear probe, only the head trains)"})
     # optimiser and schedule
     optimizer: OptimizerName = "auto"
     lr0: float = 0.01

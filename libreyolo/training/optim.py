@@ -113,12 +113,42 @@ def build_optimizer(net: nn.Module, choice: OptimizerChoice, *, weight_decay: fl
     return opt
 
 
+PROBE = "probe"  # freeze="probe": a linear probe, everything but the classifier head frozen
+
+
+def probe_head(net: nn.Module) -> str:
+    """The classifier head a linear probe trains: the last module (in ``named_modules`` order)
+    that holds parameters of its own (a classifier's final ``Linear``, or a zero-shot head).
+
+    Example:
+        >>> probe_head(nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8, 2)))
+        '2'
+    """
+    last = ""
+    for name, m in net.named_modules():
+        if name and any(True for _ in m.parameters(recurse=False)):
+            last = name
+    if not last:
+        raise ConfigError("freeze='probe': the network has no module with parameters to train")
+    return last
+
+
+def hold_frozen_eval(net: nn.Module, head: str) -> None:
+    """After ``net.train()`` in a linear probe: every module that is neither ``head`` (or below
+    it) nor one of its parents runs in eval mode, so the frozen features are those of
+    prediction (no stochastic depth or dropout, BatchNorm statistics not updated)."""
+    for name, m in net.named_modules():
+        if name and not (name == head or name.startswith(head + ".") or head.startswith(name + ".")):
+            m.eval()
+
+
 def freeze_modules(net: nn.Module, spec: int | str) -> tuple[int, int]:
     """Freeze (``requires_grad = False``) the parameters ``spec`` names; (frozen, total) parameter counts.
 
     ``spec``: an int N = the first N top-level modules of ``net`` (in ``named_children`` order; 0
-    freezes nothing), or a comma-separated list of module-name prefixes (``"stem1,p2"``,
-    ``"backbone.layer1"``), each matching a module and everything below it. Frozen parameters
+    freezes nothing), a comma-separated list of module-name prefixes (``"stem1,p2"``,
+    ``"backbone.layer1"``), each matching a module and everything below it, or ``"probe"`` (a
+    linear probe: every parameter outside :func:`probe_head`). Frozen parameters
     are left out of the optimizer (:func:`param_groups` skips them). Other parameters are left
     as they are (a family's fixed tensors, e.g. a DFL projection, stay fixed).
 
@@ -126,8 +156,20 @@ def freeze_modules(net: nn.Module, spec: int | str) -> tuple[int, int]:
         >>> net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Conv2d(8, 8, 1))
         >>> freeze_modules(net, 2)  # conv (216 + 8) and batch norm (8 + 8) frozen
         (240, 312)
+        >>> net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8, 2))
+        >>> freeze_modules(net, "probe")  # all but the Linear's 8 * 2 + 2
+        (224, 242)
     """
     children = [name for name, _ in net.named_children()]
+    if spec == PROBE:
+        head = probe_head(net)
+        frozen = total = 0
+        for name, param in net.named_parameters():
+            total += param.numel()
+            if not name.startswith(head + "."):
+                param.requires_grad_(False)
+                frozen += param.numel()
+        return frozen, total
     if isinstance(spec, int):
         if spec > len(children):
             raise ConfigError(f"freeze={spec} but the network has only {len(children)} top-level modules "

@@ -3,8 +3,9 @@
 One pure set-up step of :meth:`libreyolo.training.trainer.Trainer.setup`: from the config, the
 batch layout and (on resume) the saved optimiser state it decides how many micro-batches make one
 optimiser step (:func:`accumulation`: SGD accumulates to ``nbs`` images, AdamW steps every batch),
-which parameters it trains (``freeze``), which optimiser (``optimizer="auto"``: by the number of
-steps), its weight decay and the warm-up. It warns once when the run makes very few optimiser steps.
+which optimiser (``optimizer="auto"``: by the number of steps; it takes the parameters that need
+gradients, the trainer applies ``freeze`` before, and before DDP wraps the network), its weight
+decay and the warm-up. It warns once when the run makes very few optimiser steps.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 from torch import nn
 
 from .config import TrainConfig
-from .optim import AUTO_SGD_MIN_STEPS, build_optimizer, choose_optimizer, freeze_modules
+from .optim import AUTO_SGD_MIN_STEPS, build_optimizer, choose_optimizer
 from .scheduler import MIN_WARMUP_ITERS, LRSchedule, count_optimizer_steps, warmup_iterations
 
 logger = logging.getLogger(__name__)
@@ -124,11 +125,6 @@ def plan_steps(cfg: TrainConfig, *, net: nn.Module, nc: int, batch: int, world_s
         choice_steps = 0 if saved_groups and "betas" in saved_groups[0] else AUTO_SGD_MIN_STEPS + 1
     choice = choose_optimizer(name=cfg.optimizer, lr0=cfg.lr0, momentum=cfg.momentum, nc=nc,
                               total_steps=choice_steps)
-    if cfg.freeze:  # before the optimizer is built: frozen parameters are left out of it
-        frozen, total = freeze_modules(net, cfg.freeze)
-        if warn:
-            logger.info("freeze=%s: %s of %s parameters frozen (left out of the optimizer)", cfg.freeze,
-                        f"{frozen:,}", f"{total:,}")
     accumulate = accumulation(cfg, optimizer=choice.name, total_batch=total_batch)
     plan = schedule_for(accumulate, max(nbs / total_batch, 1.0) if accumulate > 1 else 1.0)
     if accumulate != nominal:

@@ -63,7 +63,7 @@ from .data_setup import DataSetup, task_defaults
 from .distributed import Distributed, all_true
 from .ema import ModelEMA
 from .loggers import ResultsLogger
-from .optim import OptimizerStep
+from .optim import PROBE, OptimizerStep, freeze_modules, hold_frozen_eval, probe_head
 from .plan import FEW_STEPS, plan_steps  # noqa: F401 (FEW_STEPS re-exported)
 from .run_dir import after_failure, open_run_dir
 from .seeding import Deterministic, seed_all
@@ -202,6 +202,10 @@ class Trainer:
         if self.model.fused:
             raise ConfigError("this model was fused for inference (fuse()); a fused model cannot train: "
                               "load the checkpoint again without fusing")
+        if cfg.freeze == PROBE and getattr(self.model, "OUTPUT_KIND", None) != "probs":
+            raise ConfigError(f"freeze='probe' (a linear probe: only the classifier head trains) is for "
+                              f"classifiers; {self.model.FAMILY} is not one. Pass module-name prefixes "
+                              f"instead, e.g. freeze={next(iter(dict(self.model.net.named_children())), 'backbone')!r}")
         self.ddp = Distributed.join(cfg.device, world_size=cfg.world_size)
         dist = self.ddp.ctx
         self.device = dist.device if dist is not None else select_device(cfg.device)
@@ -220,7 +224,14 @@ class Trainer:
         if cfg.sync_bn:
             self.ddp.sync_batchnorm(self.model, device=self.device)
         self.net = self.model.net
-        self.net.train()
+        # freeze="probe": the head a linear probe trains (the head is rebuilt for the data above)
+        self.probe_head = probe_head(self.net) if cfg.freeze == PROBE else None
+        if cfg.freeze:  # before DDP wraps the net (its reducer takes the parameters that need gradients then)
+            frozen, total = freeze_modules(self.net, cfg.freeze)  # and before the optimizer, which leaves them out
+            if self.is_main:
+                logger.info("freeze=%s: %s of %s parameters frozen (left out of the optimizer)", cfg.freeze,
+                            f"{frozen:,}", f"{total:,}")
+        self._train_mode()
         self.train_net = self.ddp.wrap(self.net)
         if dist is not None:
             seed_all(cfg.seed + dist.rank)  # per-rank global RNG streams from here on
@@ -344,11 +355,17 @@ class Trainer:
     def _loss_names(self) -> tuple[str, ...]:
         return tuple(getattr(self.model, "LOSS_NAMES", ())) or ("loss",)
 
+    def _train_mode(self) -> None:
+        """``net.train()``; in a linear probe the frozen features stay in eval mode."""
+        self.net.train()
+        if self.probe_head is not None:
+            hold_frozen_eval(self.net, self.probe_head)
+
     def _train_epoch(self, epoch: int) -> Tensor:
         from tqdm import tqdm
 
         cfg, nb = self.cfg, self.nb
-        self.net.train()
+        self._train_mode()
         names = self._loss_names()
         # loss items stay on the device, read every REFRESH_EVERY batches: a read per batch stalls launches
         meter = bk.EpochLosses(names)

@@ -26,9 +26,8 @@ class DEIM(FDRFamily):
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (seam: trunk captured)
 
     # Reference recipe (DEIM-D-FINE-S: AdamW lr 2.5e-4, weight decay 1.25e-4), fp32, and dense
-    # O2O through mosaic (DEIM's mosaic probability 0.5 in the early epochs, plus mixup 0.5: the
-    # trainer's mixup key exists but is not set here, not yet measured with DEIM's batch-level
-    # models/_detr/deim_losses.dense_o2o_mosaic).
+    # O2O through the trainer's mosaic (DEIM's mosaic probability 0.5). DEIM's batch mixup (0.5 in
+    # its early epochs) is not set: the trainer's mixup blends two mosaics, a different operation.
     TRAIN_DEFAULTS: ClassVar[dict[str, object]] = {
         "optimizer": "AdamW", "lr0": 2.5e-4, "momentum": 0.9, "weight_decay": 1.25e-4, "mosaic": 0.5, "amp": False,
         "warmup_bias_lr": 0.0,  # no separate bias warm-up in the reference

@@ -253,3 +253,34 @@ def test_trace_records_the_equation_with_fused_attention_on() -> None:
         assert "scaled_dot_product_attention" not in graph and "aten::softmax" in graph
         set_fused_attention(net, enabled=False)
         assert torch.equal(traced(x), net(x))
+
+
+def test_linear_probe_trains_only_the_head_on_frozen_eval_features(tiny_cls: Path, tmp_path: Path) -> None:
+    """``freeze="probe"``, DINOv2's linear evaluation: the backbone's tensors come out of training
+    bit-identical, the head's change, and the frozen blocks ran in eval mode (stochastic depth
+    off) while the head trained."""
+    torch.manual_seed(0)
+    model = LibreYOLO("LibreDINOv2s14-cls.pt", pretrained=False, nc=6)
+    seen: list[tuple[bool, bool]] = []  # (a block's training flag, the head's) at every forward
+    hook = model.net.body.blocks[0].register_forward_pre_hook(
+        lambda m, _: seen.append((m.training, model.net.body.head.training)))
+    before = {k: v.clone() for k, v in model.net.state_dict().items()}
+    out = model.train(data=str(tiny_cls), epochs=2, imgsz=32, batch=6, workers=0, project=str(tmp_path / "runs"),
+                      verbose=False, tensorboard=False, plots=False, amp=False, freeze="probe", lr0=0.01)
+    hook.remove()
+    after = LibreYOLO(out["last"]).net.state_dict()
+    head = {k for k in before if k.startswith("body.head.")}
+    assert head == {"body.head.weight", "body.head.bias"}
+    assert all(torch.equal(before[k], after[k].to(before[k].dtype)) for k in before if k not in head)
+    assert any(not torch.equal(before[k], after[k]) for k in head)
+    trained = [s for s in seen if s[1]]  # forwards with the head in training mode
+    assert trained and all(not block for block, _ in trained), seen
+
+
+def test_linear_probe_is_refused_for_a_detector(tiny_cls: Path, tmp_path: Path) -> None:
+    from libreyolo.errors import ConfigError
+
+    model = LibreYOLO("LibreYOLO9t.pt", pretrained=False, nc=2)
+    with pytest.raises(ConfigError, match="freeze='probe'.*for classifiers"):
+        model.train(data=str(tiny_cls), epochs=1, imgsz=64, batch=2, workers=0, project=str(tmp_path / "runs"),
+                    verbose=False, freeze="probe")

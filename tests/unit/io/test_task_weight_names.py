@@ -31,3 +31,18 @@ def test_building_a_family_for_a_task_it_lacks_names_the_families_that_do_it() -
     with pytest.raises(ConfigError, match="yolo9_pose") as e:
         families()["yolo9"](size="t", task="pose", nc=3)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(("name", "meant"), [
+    ("LibreSwint.pt", "LibreSwint-cls.pt"),
+    ("LibreSegFormerb0.pt", "LibreSegFormerb0-sem.pt"),
+    ("LibreYOLO9segt.pt", "LibreYOLO9segt-seg.pt"),
+])
+def test_a_name_without_its_task_suffix_names_the_familys_own_weights(name: str, meant: str, tmp_path,
+                                                                       monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        LibreYOLO(name, pretrained=False)
+    msg = str(e.value)
+    assert "\n" not in msg and f"did you mean {meant!r}" in msg, msg
+    assert "yolox" not in msg, msg  # not the list of every detector

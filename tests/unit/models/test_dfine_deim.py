@@ -18,7 +18,7 @@ from _detr_checks import (
 
 from libreyolo.graphs.seam import run_eager
 from libreyolo.model import Model
-from libreyolo.models._detr.deim_losses import dense_o2o_mosaic, mal_loss
+from libreyolo.models._detr.deim_losses import mal_loss
 from libreyolo.models._detr.dfine_losses import union_matching
 from libreyolo.models._detr.dfine_net import DFineDetector
 from libreyolo.models._detr.dfine_variants import VARIANTS as VDFINE
@@ -120,19 +120,6 @@ def test_mal_targets_and_weights() -> None:
     bce = torch.nn.functional.binary_cross_entropy_with_logits
     expect = bce(torch.zeros(1), torch.tensor([0.125])) + 3 * 0.5**1.5 * bce(torch.zeros(1), torch.zeros(1))
     assert loss.item() == pytest.approx(expect.item(), rel=1e-5)
-
-
-def test_dense_o2o_mosaic_moves_boxes_into_tiles() -> None:
-    imgs = torch.zeros(4, 3, 8, 8)
-    for i in range(4):
-        imgs[i] = i + 1
-    batch = dict(batch_idx=torch.tensor([0, 3]), cls=torch.tensor([5, 6]),
-                 bboxes=torch.tensor([[0.5, 0.5, 1.0, 1.0], [0.5, 0.5, 0.2, 0.2]]))
-    mosaic, out = dense_o2o_mosaic(imgs, batch)
-    assert mosaic.shape == (1, 3, 8, 8)
-    assert mosaic[0, 0, 0, 0] == 1 and mosaic[0, 0, 0, 7] == 2 and mosaic[0, 0, 7, 0] == 3 and mosaic[0, 0, 7, 7] == 4
-    assert out["batch_idx"].tolist() == [0, 0]
-    assert torch.allclose(out["bboxes"], torch.tensor([[0.25, 0.25, 0.5, 0.5], [0.75, 0.75, 0.1, 0.1]]))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -282,3 +282,21 @@ def test_ddp_captured_step_path_reduces_gradients_like_ddp(tiny_shapes, tmp_path
     torch.manual_seed(0)
     start = state_digest(dict(Model(YOLO9(size="t", nc=6)).net.named_parameters()))
     assert captured["rank_digests"][0] != start  # the optimiser did step
+
+
+def test_ddp_with_frozen_modules_trains_and_keeps_them_fixed(tiny_shapes, tmp_path, monkeypatch):
+    """``freeze`` under DDP (two gloo processes): the frozen parameters are fixed before DDP wraps
+    the network (its reducer takes the parameters that need gradients at construction), so the
+    run does not wait for gradients that never come; both replicas end equal, the frozen stem's
+    parameters equal to their initial values (its BatchNorm statistics still update, as without DDP)."""
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    over = tiny_overrides(tiny_shapes, tmp_path, epochs=1, batch=4, nbs=4, plots=False, freeze=2)
+    torch.manual_seed(0)
+    model = Model(YOLO9(size="t", nc=6))
+    start = {k: v.detach().clone() for k, v in model.net.named_parameters() if k.startswith(("stem1.", "stem2."))}
+    result = model.train(world_size=2, **over)
+    assert len(result["rank_digests"]) == 2 and len(set(result["rank_digests"])) == 1
+    last = read_checkpoint(result["last"])["model"]
+    assert start and all(torch.equal(last[k].to(v.dtype), v) for k, v in start.items())
