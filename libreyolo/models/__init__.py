@@ -14,6 +14,7 @@ from .depth_anything3.family import DepthAnything3
 from .dfine.family import DFINE
 from .dino_detr.family import DINODETR
 from .dinov2.family import DINOv2
+from .dinov2_reg.family import DINOv2Reg
 from .dinov2_seg.family import DINOv2Seg
 from .efficientnetv2.family import EfficientNetV2
 from .esrgan.family import ESRGAN
@@ -76,6 +77,7 @@ register_family(SegFormer)
 register_family(PIDNet)
 register_family(DINOv2Seg)
 register_family(DINOv2)
+register_family(DINOv2Reg)
 register_family(CLIP)
 register_family(SigLIP2)
 register_family(DepthAnythingV2)

@@ -25,6 +25,7 @@ embedding is resampled).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,7 +50,10 @@ class ViTSpec:
     trained ``img_size`` (the position-embedding grid is ``img_size // patch`` square), the
     stochastic-depth rate of the last block (linear from 0 over depth), ``layer_scale`` (0: none,
     else the initial value of the per-channel branch scales) and ``pool`` (``"token"``: the class
-    token into the head; ``"token_mean"``: the class token and the patch-token mean, concatenated)."""
+    token into the head; ``"token_mean"``: the class token and the patch-token mean, concatenated)
+    and ``registers``, the number of register tokens (Darcet et al., 2024: learned tokens after
+    the class token, without a position embedding, left out of the head's input; 0: none);
+    ``pos_antialias``: resample the position embedding with antialiasing (:func:`resample_pos_embed`)."""
 
     dim: int
     depth: int
@@ -60,10 +64,48 @@ class ViTSpec:
     drop_path: float = 0.1
     layer_scale: float = 0.0
     pool: str = "token"
+    registers: int = 0
+    pos_antialias: bool = False
+
+
+@functools.lru_cache(maxsize=64)
+def aa_bicubic_weights(n_in: int, n_out: int) -> tuple[tuple[float, ...], ...]:
+    """The (n_out, n_in) matrix of a 1-D antialiased bicubic resize (``F.interpolate(...,
+    mode="bicubic", antialias=True, align_corners=False)`` by size): output ``i`` is centred at
+    ``s * (i + 0.5)`` in input pixels (``s = n_in / n_out``), its cubic kernel (Keys, a = -0.5)
+    stretched by ``s`` when shrinking, the weights normalised to sum 1. Plain Python numbers, so
+    a trace or an ONNX export records the product with it as constants (the antialiased resize
+    itself has no ONNX operator). A 2-D resize is this matrix applied to rows, then to columns.
+
+    Example:
+        >>> [round(w, 4) for w in aa_bicubic_weights(4, 2)[0]]
+        [0.4587, 0.4587, 0.1198, -0.0372]
+    """
+    def cubic(x: float) -> float:
+        a, x = -0.5, abs(x)
+        if x < 1.0:
+            return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+        return (((x - 5.0) * x + 8.0) * x - 4.0) * a if x < 2.0 else 0.0
+
+    s = n_in / n_out
+    support = 2.0 * s if s >= 1.0 else 2.0
+    inv = 1.0 / s if s >= 1.0 else 1.0
+    rows = []
+    for i in range(n_out):
+        center = s * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), n_in)
+        w = [cubic((j - center + 0.5) * inv) for j in range(lo, hi)]
+        total = sum(w)
+        row = [0.0] * n_in
+        for j, v in zip(range(lo, hi), w, strict=True):
+            row[j] = v / total if total else v
+        rows.append(tuple(row))
+    return tuple(rows)
 
 
 def resample_pos_embed(pos: Tensor, grid: tuple[int, int], *, trained: tuple[int, int], prefix: int = 1,
-                       offset: float = 0.0) -> Tensor:
+                       offset: float = 0.0, antialias: bool = False) -> Tensor:
     """Position embedding ``pos`` (1, prefix + th*tw, D), trained on the token grid ``trained`` =
     (th, tw), for the token grid ``grid`` = (gh, gw).
 
@@ -73,6 +115,9 @@ def resample_pos_embed(pos: Tensor, grid: tuple[int, int], *, trained: tuple[int
     (the shape of the traced or captured input), never tensors. With ``offset`` > 0 the resampling
     is given as the scale factors ``(g + offset) / t`` instead of the output size (the DINOv2
     reference's form, whose source coordinates follow those factors; Depth Anything 3 uses 0.1).
+    ``antialias`` filters before shrinking the grid (the DINOv2-with-registers reference resamples
+    so; it changes nothing when the grid grows), by size only: it runs as two products with
+    :func:`aa_bicubic_weights` matrices, which export as ``MatMul`` with constants.
 
     Example:
         >>> pos = torch.zeros(1, 1 + 14 * 14, 8)
@@ -85,7 +130,13 @@ def resample_pos_embed(pos: Tensor, grid: tuple[int, int], *, trained: tuple[int
     head, body = pos[:, :prefix], pos[:, prefix:]
     d = body.shape[-1]
     body = body.reshape(1, th, tw, d).permute(0, 3, 1, 2).float()
-    if offset > 0:
+    if antialias:
+        if offset > 0:
+            raise ConfigError("resample_pos_embed: antialias resamples by size; it takes no offset")
+        rows = torch.tensor(aa_bicubic_weights(th, grid[0]), dtype=body.dtype, device=body.device)
+        cols = torch.tensor(aa_bicubic_weights(tw, grid[1]), dtype=body.dtype, device=body.device)
+        body = rows @ body @ cols.T  # (gh, th) @ (1, D, th, tw) @ (tw, gw)
+    elif offset > 0:
         scale = ((grid[0] + offset) / th, (grid[1] + offset) / tw)
         body = F.interpolate(body, scale_factor=scale, mode="bicubic", align_corners=False)
     else:
@@ -154,7 +205,7 @@ class VisionTransformer(nn.Module):
         (2, 5)
     """
 
-    NO_WEIGHT_DECAY = ("cls_token", "pos_embed")  # exempt from weight decay (training.optim.param_groups)
+    NO_WEIGHT_DECAY = ("cls_token", "pos_embed", "reg_token")  # exempt from weight decay (training.optim.param_groups)
 
     def __init__(self, spec: ViTSpec, *, nc: int, fused_attn: bool = True) -> None:
         super().__init__()
@@ -167,6 +218,8 @@ class VisionTransformer(nn.Module):
         self.grid = (g, g)  # the token grid the position embedding is trained on
         self.patch_embed = PatchEmbed(spec.dim, spec.patch)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, spec.dim))
+        if spec.registers:
+            self.reg_token = nn.Parameter(torch.zeros(1, spec.registers, spec.dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, 1 + g * g, spec.dim))
         rates = [spec.drop_path * i / max(spec.depth - 1, 1) for i in range(spec.depth)]  # linear from 0
         self.blocks = nn.Sequential(*(Block(spec.dim, spec.heads, spec.mlp_ratio, drop_path=r, fused_attn=fused_attn,
@@ -180,13 +233,19 @@ class VisionTransformer(nn.Module):
         # usual ViT initialisation; a 1e-6 class token as in the DeiT recipe
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
         nn.init.normal_(self.cls_token, std=1e-6)
+        if self.spec.registers:
+            nn.init.normal_(self.reg_token, std=1e-6)
         trunc_normal_linears(self)
 
     def tokens(self, x: Tensor) -> Tensor:
-        """Standardised images -> (B, 1 + N, D) tokens after the final norm."""
+        """Standardised images -> (B, 1 + R + N, D) tokens after the final norm: the class token,
+        the R = ``spec.registers`` register tokens, the N patch tokens."""
         t, grid = self.patch_embed(x)
         cls = self.cls_token.expand(t.shape[0], -1, -1)
-        t = torch.cat([cls, t], dim=1) + resample_pos_embed(self.pos_embed, grid, trained=self.grid)
+        t = torch.cat([cls, t], dim=1) + resample_pos_embed(self.pos_embed, grid, trained=self.grid,
+                                                            antialias=self.spec.pos_antialias)
+        if self.spec.registers:  # after the position embedding: registers have none
+            t = torch.cat([t[:, :1], self.reg_token.expand(t.shape[0], -1, -1), t[:, 1:]], dim=1)
         return self.norm(self.blocks(t))
 
     def features(self, x: Tensor) -> Tensor:
@@ -194,7 +253,7 @@ class VisionTransformer(nn.Module):
         t = self.tokens(x)
         if self.spec.pool == "token":
             return t[:, 0]
-        return torch.cat([t[:, 0], t[:, 1:].mean(dim=1)], dim=1)
+        return torch.cat([t[:, 0], t[:, 1 + self.spec.registers:].mean(dim=1)], dim=1)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.features(x))

@@ -10,85 +10,27 @@ official ``dinov2_vit*14_pretrain.pth`` files use the same tensor names) and fro
   ``attention.output.dense`` or the newer ``attention.{q,k,v,o}_proj``) are renamed to timm's,
   query/key/value concatenated into one ``qkv`` projection. ``classifier`` reads the class token
   and the patch-token mean, as our head: copied as is.
-- The mask token (used only by DINOv2's masked-image pretraining) is dropped; register tokens and
-  the SwiGLU MLP (ViT-g/14) have no place here and are named in the error.
+- The mask token (used only by DINOv2's masked-image pretraining) is dropped; the SwiGLU MLP
+  (ViT-g/14) has no place here and is named in the error. Register-token checkpoints are the
+  ``dinov2_reg`` family's (:mod:`libreyolo.models.dinov2_reg.convert`).
 """
 
 from __future__ import annotations
 
-import logging
-import re
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import Tensor
 
-from ...errors import CheckpointError
 from .._base.convert_rules import base_arch
 from .._vit.convert import convert_state_dict as convert_timm_names
+from .._vit.dinov2 import BACKBONE_NC, fit_head, hf_to_timm, is_hf
 from .nn import SPECS
-
-logger = logging.getLogger(__name__)
 
 SOURCES = ("timm", "transformers")
 ARCHS = {"vit_small_patch14_dinov2": "s14", "vit_base_patch14_dinov2": "b14", "vit_large_patch14_dinov2": "l14"}
 WIDTHS = {spec.dim: size for size, spec in SPECS.items()}  # transformers configs: hidden_size -> size
-BACKBONE_NC = 1000  # the class count of a new head for a backbone-only checkpoint (ImageNet-1k)
-__all__ = ["SOURCES", "ARCHS", "BACKBONE_NC", "match", "convert_state_dict", "hf_to_timm"]
-
-_HF_LAYER = re.compile(r"encoder\.layer\.(\d+)\.(.+)")
-_HF_IN_LAYER = {
-    "norm1": "norm1", "norm2": "norm2", "mlp.fc1": "mlp.fc1", "mlp.fc2": "mlp.fc2",
-    "attention.output.dense": "attn.proj", "attention.o_proj": "attn.proj",
-}
-_HF_QKV = {"attention.attention.query": 0, "attention.attention.key": 1, "attention.attention.value": 2,
-           "attention.q_proj": 0, "attention.k_proj": 1, "attention.v_proj": 2}
-_HF_TOP = {"embeddings.cls_token": "cls_token", "embeddings.position_embeddings": "pos_embed",
-           "embeddings.patch_embeddings.projection.weight": "patch_embed.proj.weight",
-           "embeddings.patch_embeddings.projection.bias": "patch_embed.proj.bias",
-           "layernorm.weight": "norm.weight", "layernorm.bias": "norm.bias",
-           "classifier.weight": "head.weight", "classifier.bias": "head.bias"}
-
-
-def _is_hf(sd: Mapping[str, Tensor]) -> bool:
-    return any(k.startswith(("embeddings.", "dinov2.embeddings.")) for k in sd)
-
-
-def hf_to_timm(sd: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """A transformers DINOv2 state dict under timm's names (module docstring).
-
-    Example:
-        >>> hf = {f"dinov2.encoder.layer.0.attention.attention.{n}.bias": torch.full((2,), float(i))
-        ...       for i, n in enumerate(("query", "key", "value"))}
-        >>> hf_to_timm(hf)["blocks.0.attn.qkv.bias"].tolist()
-        [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
-    """
-    out: dict[str, Tensor] = {}
-    qkv: dict[str, list[Tensor | None]] = {}
-    for key, v in sd.items():
-        k = key.removeprefix("dinov2.")
-        if k == "embeddings.mask_token":
-            continue
-        if k in _HF_TOP:
-            out[_HF_TOP[k]] = v
-            continue
-        m = _HF_LAYER.fullmatch(k)
-        part, _, leaf = (m.group(2).rpartition(".") if m else ("", "", ""))
-        if m and part in _HF_QKV and leaf in ("weight", "bias"):
-            qkv.setdefault(f"blocks.{m.group(1)}.attn.qkv.{leaf}", [None, None, None])[_HF_QKV[part]] = v
-        elif m and part in _HF_IN_LAYER and leaf in ("weight", "bias"):
-            out[f"blocks.{m.group(1)}.{_HF_IN_LAYER[part]}.{leaf}"] = v
-        elif m and m.group(2) in ("layer_scale1.lambda1", "layer_scale2.lambda1"):
-            out[f"blocks.{m.group(1)}.ls{m.group(2)[11]}.gamma"] = v
-        else:
-            raise CheckpointError(f"reference key {key!r} is not part of a DINOv2 ViT this converter knows "
-                                  "(no register tokens, no SwiGLU MLP).")
-    for name, parts in qkv.items():
-        if any(p is None for p in parts):
-            raise CheckpointError(f"the reference state dict lacks one of query/key/value for {name!r}.")
-        out[name] = torch.cat(parts, dim=0)  # type: ignore[arg-type]
-    return out
+__all__ = ["SOURCES", "ARCHS", "BACKBONE_NC", "match", "convert_state_dict", "fit_head", "hf_to_timm"]
 
 
 def match(fw: Any) -> tuple[str, int] | None:
@@ -111,13 +53,5 @@ def match(fw: Any) -> tuple[str, int] | None:
 
 def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:
     """timm or transformers DINOv2 state dict -> ours (first misfit named; module docstring)."""
-    sd = hf_to_timm(src) if _is_hf(src) else {k: v for k, v in src.items() if k != "mask_token"}
-    w_own = own["body.head.weight"]
-    if "head.weight" not in sd:
-        logger.warning("the DINOv2 checkpoint has no classification head: the linear head (%d classes) is newly "
-                       "initialised; train it with model.train(data=...)", w_own.shape[0])
-        sd["head.weight"], sd["head.bias"] = w_own, own["body.head.bias"]
-    elif sd["head.weight"].shape[-1] * 2 == w_own.shape[-1]:  # a class-token head (timm global_pool="token")
-        w = sd["head.weight"]
-        sd["head.weight"] = torch.cat([w, torch.zeros_like(w)], dim=1)
-    return convert_timm_names(sd, own)
+    sd = hf_to_timm(src) if is_hf(src) else {k: v for k, v in src.items() if k != "mask_token"}
+    return convert_timm_names(fit_head(sd, own), own)

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .._vit.family import VisionTransformerFamily
+from .._vit.dinov2 import DINOv2Family
 from .._vit.net import ViTSpec
 from .nn import SPECS
 
 
-class DINOv2(VisionTransformerFamily):
+class DINOv2(DINOv2Family):
     FAMILY: ClassVar[str] = "dinov2"
     NAME_TOKEN: ClassVar[str] = "DINOv2"  # LibreDINOv2<size>-cls.pt
     SIZES: ClassVar[tuple[str, ...]] = tuple(SPECS)
     SPECS: ClassVar[dict[str, ViTSpec]] = SPECS
-    STRIDE: ClassVar[int] = 14  # the patch size: 224 px (the linear-evaluation size) is 16 x 16 patches
-    # SPEC K-9: the explicit attention equation until a byte-exact SDPA parity run; the flag flips it
-    FUSED_ATTN_DEFAULT: ClassVar[bool] = False
     SUPPORTS_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-parity.json (cf0462e: 6/6 rows bitwise, fused_attn off)
     SUPPORTS_TRAIN_CUDA_GRAPH: ClassVar[bool] = True  # docs/cuda-graph-training-parity.json (45c0b06: 6/6 rows)

@@ -18,12 +18,7 @@ in [0, 1] -> logits Tensor[B, nc].
 
 from __future__ import annotations
 
+from .._vit.dinov2 import DINOV2_SPECS
 from .._vit.net import ViTSpec
 
-_DINO = {"patch": 14, "img_size": 518, "layer_scale": 1e-5, "pool": "token_mean"}
-
-SPECS: dict[str, ViTSpec] = {
-    "s14": ViTSpec(dim=384, depth=12, heads=6, **_DINO),
-    "b14": ViTSpec(dim=768, depth=12, heads=12, **_DINO),
-    "l14": ViTSpec(dim=1024, depth=24, heads=16, **_DINO),
-}
+SPECS: dict[str, ViTSpec] = dict(DINOV2_SPECS)  # the sizes live in the lineage (models/_vit/dinov2.py)
