@@ -7,7 +7,8 @@ converters use (transformers names onto timm's, the head fitted to ours).
 - :func:`hf_to_timm`: a transformers DINOv2 state dict under timm's names (either prefix, the Hub
   files' ``attention.attention.{query,key,value}`` / ``attention.output.dense`` or transformers 5's
   ``attention.{q,k,v,o}_proj``; query/key/value concatenated into one ``qkv``; the mask token dropped).
-- :func:`fit_head`: a new head for a backbone-only checkpoint, a class-token head widened with zeros.
+- :func:`fit_head`: a new head for a backbone-only checkpoint, a class-token head widened with zeros;
+  :func:`match_dinov2`: which size and class count a checkpoint is.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from ...errors import CheckpointError
+from .._base.convert_rules import base_arch
 from .family import VisionTransformerFamily
 from .net import ViTSpec
 
@@ -110,3 +112,23 @@ def fit_head(sd: dict[str, Tensor], own: Mapping[str, Tensor]) -> dict[str, Tens
         w = sd["head.weight"]
         sd["head.weight"] = torch.cat([w, torch.zeros_like(w)], dim=1)
     return sd
+
+
+def match_dinov2(fw: Any, *, timm_archs: Mapping[str, str], hf_model_type: str,
+                 widths: Mapping[int, str]) -> tuple[str, int] | None:
+    """(size, nc) of a timm checkpoint whose architecture is in ``timm_archs`` or a transformers one
+    of ``hf_model_type`` (size by the class token's width), else None; nc is the head's row count,
+    :data:`BACKBONE_NC` for a backbone without one."""
+    sd = fw.state_dict
+    if fw.source == "timm":
+        size = timm_archs.get(base_arch(str(getattr(fw, "arch", ""))))
+        head = sd.get("head.weight")
+    elif fw.source == "transformers" and str(getattr(fw, "arch", "")) == hf_model_type:
+        cls = next((v for k, v in sd.items() if k.endswith("embeddings.cls_token")), None)
+        size = widths.get(int(cls.shape[-1])) if cls is not None else None
+        head = sd.get("classifier.weight")
+    else:
+        return None
+    if size is None:
+        return None
+    return size, (int(head.shape[0]) if head is not None else BACKBONE_NC)

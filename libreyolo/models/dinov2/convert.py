@@ -22,9 +22,8 @@ from typing import Any
 
 from torch import Tensor
 
-from .._base.convert_rules import base_arch
 from .._vit.convert import convert_state_dict as convert_timm_names
-from .._vit.dinov2 import BACKBONE_NC, fit_head, hf_to_timm, is_hf
+from .._vit.dinov2 import BACKBONE_NC, fit_head, hf_to_timm, is_hf, match_dinov2
 from .nn import SPECS
 
 SOURCES = ("timm", "transformers")
@@ -36,19 +35,7 @@ __all__ = ["SOURCES", "ARCHS", "BACKBONE_NC", "match", "convert_state_dict", "fi
 def match(fw: Any) -> tuple[str, int] | None:
     """(size, nc) of a timm DINOv2 architecture or a transformers ``dinov2`` checkpoint, else None;
     nc is the head's row count, :data:`BACKBONE_NC` for a backbone without one."""
-    sd = fw.state_dict
-    if fw.source == "timm":
-        size = ARCHS.get(base_arch(str(getattr(fw, "arch", ""))))
-        head = sd.get("head.weight")
-    elif fw.source == "transformers" and str(getattr(fw, "arch", "")) == "dinov2":
-        cls = sd.get("dinov2.embeddings.cls_token", sd.get("embeddings.cls_token"))
-        size = WIDTHS.get(int(cls.shape[-1])) if cls is not None else None
-        head = sd.get("classifier.weight")
-    else:
-        return None
-    if size is None:
-        return None
-    return size, (int(head.shape[0]) if head is not None else BACKBONE_NC)
+    return match_dinov2(fw, timm_archs=ARCHS, hf_model_type="dinov2", widths=WIDTHS)
 
 
 def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:

@@ -21,9 +21,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._base.convert_rules import base_arch
 from .._vit.convert import convert_state_dict as convert_timm_names
-from .._vit.dinov2 import BACKBONE_NC, fit_head, hf_to_timm
+from .._vit.dinov2 import fit_head, hf_to_timm, match_dinov2
 from .nn import SPECS
 
 SOURCES = ("timm", "transformers")
@@ -38,19 +37,7 @@ __all__ = ["SOURCES", "ARCHS", "HF_ARCH", "match", "convert_state_dict"]
 def match(fw: Any) -> tuple[str, int] | None:
     """(size, nc) of a timm DINOv2-with-registers architecture or a transformers
     ``dinov2_with_registers`` checkpoint, else None (nc: :data:`BACKBONE_NC` without a head)."""
-    sd = fw.state_dict
-    if fw.source == "timm":
-        size = ARCHS.get(base_arch(str(getattr(fw, "arch", ""))))
-        head = sd.get("head.weight")
-    elif fw.source == "transformers" and str(getattr(fw, "arch", "")) == HF_ARCH:
-        cls = next((v for k, v in sd.items() if k.endswith("embeddings.cls_token")), None)
-        size = WIDTHS.get(int(cls.shape[-1])) if cls is not None else None
-        head = sd.get("classifier.weight")
-    else:
-        return None
-    if size is None:
-        return None
-    return size, (int(head.shape[0]) if head is not None else BACKBONE_NC)
+    return match_dinov2(fw, timm_archs=ARCHS, hf_model_type=HF_ARCH, widths=WIDTHS)
 
 
 def convert_state_dict(src: Mapping[str, Tensor], own: Mapping[str, Tensor], *, arch: str = "") -> dict[str, Tensor]:

@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from _vit_refs import randomise_vit as _randomise
+from _vit_refs import rel_err as _rel_err
+from _vit_refs import standardise as _standardise
 from torch import nn
 
 from libreyolo import LibreYOLO
 from libreyolo.convert import ForeignWeights, convert_foreign
 from libreyolo.errors import CheckpointError
 from libreyolo.kernels.attention import fused_attention_modules, set_fused_attention
-from libreyolo.layers.classify import IMAGENET_MEAN, IMAGENET_STD
 from libreyolo.model import Model
 from libreyolo.models._vit.net import resample_pos_embed
 from libreyolo.registry import families
@@ -25,31 +27,6 @@ TIMM_ARCH = {"s14": "vit_small_patch14_dinov2", "b14": "vit_base_patch14_dinov2"
 # backbone parameters (millions): the timm model cards (22.1 / 86.6 / 304.4) and the DINOv2 paper
 # (21 / 86 / 300 M); the paper's ViT-S/14 figure is 5 % below the tensors of its own checkpoint
 PUBLISHED = {"s14": 22.1, "b14": 86.6, "l14": 304.4}
-
-
-def _standardise(x: torch.Tensor) -> torch.Tensor:
-    return (x - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)) / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
-
-
-def _rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double() - b.double()).abs().max() / b.double().abs().max().clamp_min(1e-12))
-
-
-@torch.no_grad()
-def _randomise(ref: nn.Module) -> None:
-    """LayerNorm / LayerScale tensors and the class token drawn at random (a fresh init has gamma 1,
-    beta 0, layer scales 1e-5 and a ~0 class token, which would hide a swapped or dropped tensor);
-    the head too, so that the logits are far from zero."""
-    g = torch.Generator().manual_seed(1)
-    for name, p in ref.named_parameters():
-        parts = name.split(".")
-        if parts[-1] in ("gamma", "lambda1") or (len(parts) > 1 and "norm" in parts[-2]):  # LayerScale, LayerNorm
-            if parts[-1] == "bias":
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(0.75 + 0.5 * torch.rand(p.shape, generator=g))
-        elif "cls_token" in name or name.startswith(("head.", "classifier.")):
-            p.copy_(torch.randn(p.shape, generator=g))
 
 
 def _timm_reference(nc: int = 0) -> nn.Module:

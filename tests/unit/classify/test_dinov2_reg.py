@@ -10,40 +10,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from _vit_refs import randomise_vit as _randomise
+from _vit_refs import rel_err as _rel_err
+from _vit_refs import standardise as _standardise
 from torch import nn
 
 from libreyolo import LibreYOLO
 from libreyolo.convert import ForeignWeights, convert_foreign
 from libreyolo.errors import CheckpointError
-from libreyolo.layers.classify import IMAGENET_MEAN, IMAGENET_STD
 from libreyolo.registry import families
 
 TIMM_ARCH = {"s14": "vit_small_patch14_reg4_dinov2", "b14": "vit_base_patch14_reg4_dinov2",
              "l14": "vit_large_patch14_reg4_dinov2"}
 PUBLISHED = {"s14": 22.1, "b14": 86.6, "l14": 304.4}  # timm model cards, millions
-
-
-def _standardise(x: torch.Tensor) -> torch.Tensor:
-    return (x - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)) / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
-
-
-def _rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double() - b.double()).abs().max() / b.double().abs().max().clamp_min(1e-12))
-
-
-@torch.no_grad()
-def _randomise(ref: nn.Module) -> nn.Module:
-    """Norm and layer-scale tensors near 1, the class and register tokens and the head at random: a
-    fresh init (gamma 1, beta 0, layer scales 1e-5, ~0 tokens) would hide a swapped or dropped tensor."""
-    g = torch.Generator().manual_seed(1)
-    for name, p in ref.named_parameters():
-        parts = name.split(".")
-        if parts[-1] in ("gamma", "lambda1") or (len(parts) > 1 and "norm" in parts[-2]):
-            p.copy_(0.1 * torch.randn(p.shape, generator=g) if parts[-1] == "bias"
-                    else 0.75 + 0.5 * torch.rand(p.shape, generator=g))
-        elif name.endswith(("cls_token", "reg_token", "register_tokens")) or name.startswith(("head.", "classifier.")):
-            p.copy_(torch.randn(p.shape, generator=g))
-    return ref
 
 
 def _timm_reference(nc: int = 0) -> nn.Module:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from _vit_refs import rel_err as _rel_err
+from _vit_refs import standardise as _standardise
 from torch import nn
 
 from libreyolo import LibreYOLO
@@ -19,19 +21,10 @@ from libreyolo.convert import ForeignWeights, convert_foreign
 from libreyolo.errors import CheckpointError, ConfigError
 from libreyolo.kernels.attention import fused_attention_modules, set_fused_attention
 from libreyolo.layers.attention import Attention, attention_equation
-from libreyolo.layers.classify import IMAGENET_MEAN, IMAGENET_STD
 from libreyolo.model import Model
 from libreyolo.models.swin.convert import convert_state_dict
 from libreyolo.models.swin.nn import SwinSpec, SwinStage, SwinTransformer, relative_position_index
 from libreyolo.registry import families
-
-
-def _standardise(x: torch.Tensor) -> torch.Tensor:
-    return (x - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)) / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
-
-
-def _rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double() - b.double()).abs().max() / b.double().abs().max().clamp_min(1e-12))
 
 
 @torch.no_grad()
